@@ -1,0 +1,32 @@
+"""Algorithm name (as written in configs) -> RLlib Algorithm class, imported on demand.
+
+Importing one algorithm by module path avoids Tune's by-name lookup, which imports every
+RLlib algorithm (DreamerV3 and its extra dependencies included).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from ddrl.errors import UserError
+
+#: name -> "module:ClassName"
+ALGORITHMS: dict[str, str] = {
+    "PPO": "ray.rllib.algorithms.ppo:PPO",
+    "SAC": "ray.rllib.algorithms.sac:SAC",
+}
+
+
+def canonical_name(name: str) -> str:
+    for known in ALGORITHMS:
+        if known.lower() == str(name).lower():
+            return known
+    close = difflib.get_close_matches(str(name).upper(), list(ALGORITHMS), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise UserError(f"unknown algorithm '{name}'.{hint} Known algorithms: {', '.join(ALGORITHMS)}.")
+
+
+def get_algorithm_class(name: str):
+    module_name, class_name = ALGORITHMS[canonical_name(name)].split(":")
+    return getattr(importlib.import_module(module_name), class_name)

@@ -1,0 +1,196 @@
+"""Run an experiment with Ray Tune: trials, stop criteria, checkpoints, resume, progress lines.
+
+Results use Tune's own layout under ``<results_dir>/<experiment name>/``: one folder per trial
+with ``progress.csv``, ``result.json``, ``params.json`` and ``checkpoint_NNNNNN/`` folders, plus
+``experiment.yaml``, the validated experiment that was run (a resume checks it is unchanged).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from ddrl import environments
+from ddrl.algorithms import get_algorithm_class
+from ddrl.config import STOP_METRICS, Experiment, build_algorithm_config, dump_yaml
+from ddrl.errors import UserError
+
+EXPERIMENT_FILE = "experiment.yaml"
+
+# Tune's experiment state says which checkpoint each trial resumes from; save it at least this
+# often (seconds) so that a job killed without warning loses little ("auto" can wait minutes).
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")
+# One compact line per iteration from our callback instead of Tune's wide tables.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+# Forced state snapshots (checkpointing every iteration) are wanted here, not worth a warning.
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+
+
+def experiment_dir(results_dir: Path, name: str) -> Path:
+    return Path(results_dir) / name
+
+
+def latest_experiment(results_dir: Path, prefix: str) -> Path | None:
+    """The most recently started experiment folder whose name starts with ``prefix``."""
+    candidates = [p for p in Path(results_dir).glob(f"{prefix}*") if (p / EXPERIMENT_FILE).is_file()]
+    return max(candidates, key=lambda p: (p / EXPERIMENT_FILE).stat().st_mtime, default=None)
+
+
+def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
+    """Refuse to overwrite an experiment, or to resume one that does not exist or differs."""
+    if not resume:
+        if path.exists():
+            raise UserError(
+                f"results directory {path} already exists. Add --resume to continue that "
+                "experiment, or choose another --name to start a new one."
+            )
+        return
+    if not path.is_dir():
+        raise UserError(f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it.")
+    if not list(path.glob("experiment_state-*.json")):
+        raise UserError(
+            f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
+            "first trial started). Delete the folder or choose another --name."
+        )
+    saved_file = path / EXPERIMENT_FILE
+    if saved_file.is_file():
+        import yaml
+
+        saved = yaml.safe_load(saved_file.read_text())
+        current = experiment.to_dict()
+        changed = sorted(
+            k for k in set(saved) | set(current) if k not in ("source", "name") and saved.get(k) != current.get(k)
+        )
+        if changed:
+            raise UserError(
+                f"cannot resume {path} with different settings (changed: {', '.join(changed)}). "
+                f"Resume with the same config and --set values (saved in {saved_file}), or start a new --name."
+            )
+
+
+def make_stopper(stop: dict[str, float]):
+    from ray import tune
+
+    class ThresholdStopper(tune.Stopper):
+        """Stop a trial when any watched metric reaches its threshold (missing metrics wait)."""
+
+        def __init__(self, thresholds: dict[str, float]):
+            self.thresholds = {STOP_METRICS[k]: v for k, v in thresholds.items()}
+
+        def __call__(self, trial_id, result) -> bool:
+            return any(_lookup(result, key) is not None and _lookup(result, key) >= limit for key, limit in self.thresholds.items())
+
+        def stop_all(self) -> bool:
+            return False
+
+    return ThresholdStopper(stop)
+
+
+def _lookup(result: dict, key: str):
+    value = result
+    for part in key.split("/"):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def make_progress_printer():
+    from ray import tune
+
+    class ProgressPrinter(tune.Callback):
+        """One line per training iteration: trial, iteration, env steps, mean return, s/iter."""
+
+        def __init__(self):
+            self.num_trials = 0
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            self.num_trials = len(trials)
+            _say(f"trial {trial.trial_id} started: {trial.config.get('env')} ({trial.trainable_name})")
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            ret = _lookup(result, STOP_METRICS["mean_return"])
+            prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
+            _say(
+                f"{prefix}iter {result.get('training_iteration', 0):>4} | "
+                f"env steps {int(_lookup(result, STOP_METRICS['env_steps']) or 0):>9,} | "
+                f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'} | "
+                f"{result.get('time_this_iter_s', 0):6.2f} s/iter"
+            )
+
+        def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+            _say(f"checkpoint saved: {checkpoint.path}")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            _say(f"trial {trial.trial_id} FAILED; see {trial.path}/error.txt")
+
+    return ProgressPrinter()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(experiment: Experiment, path: Path, resume: bool = False) -> int:
+    """Train (or resume) the experiment at ``path``; Ray must be running. Returns an exit code."""
+    from ray import tune
+
+    algo_class = get_algorithm_class(experiment.algorithm)
+    environments.register_env(experiment.toolkit, experiment.env)
+    param_space = build_algorithm_config(experiment)
+
+    if resume:
+        _say(f"resuming {path}")
+        tuner = tune.Tuner.restore(
+            str(path), trainable=algo_class, param_space=param_space, resume_unfinished=True, resume_errored=True
+        )
+    else:
+        path.mkdir(parents=True)
+        (path / EXPERIMENT_FILE).write_text(dump_yaml(experiment.to_dict()))
+        checkpoint = experiment.checkpoint
+        tuner = tune.Tuner(
+            algo_class,
+            param_space=param_space,
+            tune_config=tune.TuneConfig(
+                num_samples=experiment.tune["num_samples"],
+                max_concurrent_trials=experiment.tune["max_concurrent_trials"],
+            ),
+            run_config=tune.RunConfig(
+                name=path.name,
+                storage_path=str(path.parent.resolve()),
+                stop=make_stopper(experiment.stop),
+                checkpoint_config=tune.CheckpointConfig(
+                    checkpoint_frequency=checkpoint["every"],
+                    checkpoint_at_end=checkpoint["at_end"],
+                    num_to_keep=checkpoint["keep"],
+                ),
+                failure_config=tune.FailureConfig(max_failures=experiment.tune["max_failures"]),
+                callbacks=[make_progress_printer()],
+                verbose=0,
+            ),
+        )
+    started = time.time()
+    results = tuner.fit()
+    return _report(results, path, time.time() - started)
+
+
+def _report(results, path: Path, seconds: float) -> int:
+    _say(f"\nexperiment finished in {seconds:.0f} s: {path}")
+    failed = 0
+    for result in results:
+        trial_dir = Path(result.path)
+        ret = _lookup(result.metrics or {}, STOP_METRICS["mean_return"])
+        checkpoint = result.checkpoint.path if result.checkpoint else "none"
+        status = "ERROR" if result.error else "done"
+        failed += bool(result.error)
+        ret_text = "n/a" if ret is None else f"{ret:.1f}"
+        _say(f"  {trial_dir.name}: {status}, mean return {ret_text}, last checkpoint {checkpoint}")
+    if failed:
+        print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,97 @@
+"""Every kind of bad input exits with code 2 and one message that says what is wrong and what to do,
+before Ray starts and without writing anything."""
+
+import textwrap
+
+import pytest
+
+GOOD = """
+env: HopperBulletEnv-v0
+algorithm: PPO
+stop: {iterations: 1}
+env_runners: {num_env_runners: 0}
+training: {train_batch_size_per_learner: 200, minibatch_size: 100}
+"""
+
+# id -> (config text, extra argv, environment, words the message must contain)
+CASES = {
+    "misspelled-stop-key": (GOOD.replace("iterations: 1", "timestemps_total: 1"), [], {}, ["timestemps_total", "Did you mean 'timesteps_total'"]),
+    "unknown-top-level-key": (GOOD + "trainig: {lr: 0.1}\n", [], {}, ["unknown key 'trainig'", "Did you mean 'training'"]),
+    "misspelled-training-key": (GOOD.replace("minibatch_size", "minibatch_sizes"), [], {}, ["'minibatch_sizes'", "Did you mean 'minibatch_size'"]),
+    "misspelled-model-key": (GOOD + "rl_module: {model_config: {fcnet_hidens: [8]}}\n", [], {}, ["fcnet_hidens", "fcnet_hiddens"]),
+    "removed-rllib-key": (GOOD.replace("num_env_runners", "num_rollout_workers"), [], {}, ["num_rollout_workers", "num_env_runners"]),
+    "unknown-algorithm": (GOOD.replace("PPO", "TD4"), [], {}, ["unknown algorithm 'TD4'", "PPO", "SAC"]),
+    "unknown-environment": (GOOD.replace("HopperBulletEnv-v0", "HopperBulletEnv-v9"), [], {}, ["unknown environment 'HopperBulletEnv-v9'", "Did you mean 'HopperBulletEnv-v0'", "HumanoidBulletEnv-v0"]),
+    "wrong-type-number": (GOOD + "  lr: fast\n".replace("  lr", "training_lr"), [], {}, []),  # replaced below
+    "wrong-type-integer": (GOOD.replace("num_env_runners: 0", "num_env_runners: 1.5"), [], {}, ["num_env_runners' must be an integer", "1.5"]),
+    "wrong-type-bool": (GOOD, ["--set", "checkpoint.at_end=maybe"], {}, ["checkpoint.at_end' must be true/false", "maybe"]),
+    "missing-stop": (GOOD.replace("stop: {iterations: 1}", ""), [], {}, ["'stop'", "never ends"]),
+    "not-yaml": ("env: [unclosed\n", [], {}, ["not valid YAML"]),
+    "malformed-set": (GOOD, ["--set", "training.lr"], {}, ["expected KEY.PATH=VALUE"]),
+    "rllib-inconsistent": (GOOD.replace("minibatch_size: 100", "minibatch_size: 1000"), [], {}, ["RLlib rejects", "minibatch_size"]),
+    "too-many-env-runners": (GOOD.replace("num_env_runners: 0", "num_env_runners: 8"), [], {}, ["needs 9 CPU(s)", "this machine has", "num_env_runners"]),
+    "gpu-not-available": (GOOD + "learners: {num_gpus_per_learner: 1}\n", [], {}, ["1 GPU(s)", "0 GPU(s)"]),
+    "slurm-allocation-too-small": (GOOD.replace("num_env_runners: 0", "num_env_runners: 2"), [], {"SLURM_JOB_ID": "42", "SLURM_CPUS_PER_TASK": "2"}, ["needs 3 CPU(s)", "Slurm allocation of job 42", "SLURM_CPUS_PER_TASK=2"]),
+    "other-toolkit": (GOOD + "toolkit: unity\n", [], {}, ["toolkit 'unity'", "pybullet-envs"]),
+}
+CASES["wrong-type-number"] = (GOOD.replace("minibatch_size: 100", "minibatch_size: 100, lr: fast"), [], {}, ["'training.lr' must be", "'fast'"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_bad_config_gives_its_message(case, train_bullet, tmp_path, capsys, monkeypatch):
+    text, extra_args, environ, expected = CASES[case]
+    for name in ("SLURM_JOB_ID", "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    config_file = tmp_path / "experiment.yaml"
+    config_file.write_text(textwrap.dedent(text))
+    results = tmp_path / "results"
+
+    code = train_bullet.main(["--config", str(config_file), "--results-dir", str(results), *extra_args])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    for words in expected:
+        assert words in err, f"{words!r} not in: {err}"
+    assert not results.exists(), "a rejected run must not write anything"
+
+
+def test_missing_config_file_lists_the_shipped_ones(train_bullet, tmp_path, capsys):
+    code = train_bullet.main(["--config", "trainings/pybullet-envs/sca.yaml", "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "does not exist" in err and "trainings/pybullet-envs/sac.yaml" in err
+
+
+def test_existing_experiment_is_not_overwritten(train_bullet, tmp_path, capsys):
+    existing = tmp_path / "mine"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("results")
+    code = train_bullet.main(["--results-dir", str(tmp_path), "--name", "mine"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "already exists" in err and "--resume" in err
+    assert (existing / "keep.txt").read_text() == "results"
+
+
+def test_resume_of_nothing_says_so(train_bullet, tmp_path, capsys):
+    code = train_bullet.main(["--results-dir", str(tmp_path), "--name", "never-ran", "--resume"])
+    assert code == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    code = train_bullet.main(["--results-dir", str(tmp_path), "--resume"])
+    assert code == 2
+    assert "no experiment of config 'sac'" in capsys.readouterr().err
+
+
+def test_dry_run_prints_config_and_resources_and_starts_nothing(train_bullet, tmp_path, capsys):
+    code = train_bullet.main(["--results-dir", str(tmp_path), "--dry-run", "--set", "env_runners.num_env_runners=0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "algorithm: SAC" in out and "env: HumanoidBulletEnv-v0" in out
+    assert "each needs 1 CPU(s), 0 GPU(s)" in out
+    assert list(tmp_path.iterdir()) == []
+    import ray
+
+    assert not ray.is_initialized()

@@ -1,0 +1,83 @@
+"""Experiment files: loading, overrides, and the RLlib configs built from them."""
+
+import pytest
+
+from ddrl import config
+from ddrl.errors import UserError
+from ddrl.paths import TRAININGS_DIR
+
+SHIPPED = sorted((TRAININGS_DIR / "pybullet-envs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_configs_validate(path):
+    experiment = config.load_experiment(path, "pybullet-envs")
+    assert experiment.stop, "every shipped config must stop by itself"
+    algo_config = config.build_algorithm_config(experiment)
+    assert algo_config.env == experiment.env
+    assert algo_config.framework_str == "torch"
+
+
+def test_thesis_hyperparameters_reach_rllib():
+    sac = config.build_algorithm_config(config.load_experiment(TRAININGS_DIR / "pybullet-envs/sac.yaml", "pybullet-envs"))
+    assert (sac.tau, sac.actor_lr, sac.critic_lr, sac.gamma, sac.initial_alpha) == (0.005, 0.001, 0.001, 0.99, 1.0)
+    assert sac.train_batch_size_per_learner == 256
+    ppo = config.build_algorithm_config(config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs"))
+    assert (ppo.lambda_, ppo.lr, ppo.gamma, ppo.clip_param) == (1.0, 0.0005, 0.99, 0.3)
+    assert (ppo.train_batch_size_per_learner, ppo.minibatch_size) == (4000, 256)
+
+
+def test_overrides_are_read_as_yaml_and_reach_rllib():
+    experiment = config.load_experiment(
+        TRAININGS_DIR / "pybullet-envs/sac.yaml",
+        "pybullet-envs",
+        ["training.actor_lr=1e-4", "stop.env_steps=5000", "rl_module.model_config.fcnet_hiddens=[64, 64]"],
+    )
+    assert experiment.stop["env_steps"] == 5000
+    algo_config = config.build_algorithm_config(experiment)
+    assert algo_config.actor_lr == pytest.approx(1e-4)  # YAML reads 1e-4 as text; we convert
+    assert algo_config.model_config["fcnet_hiddens"] == [64, 64]
+
+
+def test_stop_aliases_from_the_thesis_are_normalised():
+    raw = {"env": "HopperBulletEnv-v0", "algorithm": "ppo", "stop": {"timesteps_total": 10, "episode_reward_mean": 5}}
+    experiment = config.validate(raw, "pybullet-envs")
+    assert experiment.algorithm == "PPO"
+    assert experiment.stop == {"env_steps": 10, "mean_return": 5}
+
+
+def test_grid_search_becomes_trials_and_resources_use_the_largest_variant():
+    raw = {
+        "env": "HopperBulletEnv-v0",
+        "algorithm": "PPO",
+        "stop": {"iterations": 1},
+        "env_runners": {"num_env_runners": {"grid_search": [0, 1]}},
+        "training": {"lr": {"grid_search": [1e-3, 1e-4, 1e-5]}, "gamma": {"uniform": [0.9, 0.99]}},
+    }
+    experiment = config.validate(raw, "pybullet-envs")
+    assert experiment.num_variants() == 6
+    assert experiment.worst_case_rllib()["env_runners"]["num_env_runners"] == 1
+    from ray.tune.search.sample import Float
+
+    algo_config = config.build_algorithm_config(experiment)
+    assert algo_config.num_env_runners == {"grid_search": [0, 1]}
+    assert isinstance(algo_config.gamma, Float)
+
+
+def test_search_candidates_are_type_checked():
+    raw = {
+        "env": "HopperBulletEnv-v0",
+        "algorithm": "PPO",
+        "stop": {"iterations": 1},
+        "env_runners": {"num_env_runners": {"grid_search": [1, "two"]}},
+    }
+    with pytest.raises(UserError, match="num_env_runners' must be an integer"):
+        config.validate(raw, "pybullet-envs")
+
+
+def test_saved_experiment_round_trips(tmp_path):
+    experiment = config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs")
+    saved = tmp_path / "experiment.yaml"
+    saved.write_text(config.dump_yaml(experiment.to_dict()))
+    again = config.load_experiment(saved, "pybullet-envs")
+    assert again.to_dict() == experiment.to_dict()
