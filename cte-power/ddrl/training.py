@@ -20,9 +20,10 @@ from ddrl.errors import UserError
 
 EXPERIMENT_FILE = "experiment.yaml"
 
-# Tune's experiment state says which checkpoint each trial resumes from; save it at least this
-# often (seconds) so that a job killed without warning loses little ("auto" can wait minutes).
-os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")
+# Tune's experiment state says which checkpoint each trial resumes from. Save it on every
+# controller step (it is a small JSON file) so that a job killed without warning resumes from
+# its newest checkpoint; Tune's "auto" period can lag minutes behind.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
 # One compact line per iteration from our callback instead of Tune's wide tables.
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 # Forced state snapshots (checkpointing every iteration) are wanted here, not worth a warning.

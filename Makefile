@@ -1,0 +1,33 @@
+# Everything a new user needs, from a fresh clone:   make demo   and   make test
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_NAME := demo-sac-$(shell date +%Y%m%d-%H%M%S)
+DEMO_SECONDS ?= 180
+
+.PHONY: help install demo test test-fast clean-results
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade --quiet pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install the pinned requirements and the ddrl core
+
+demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 for a few minutes and say where it went
+	cd cte-power && ../$(PY) scripts/train/train-bullet-envs.py \
+		--config trainings/pybullet-envs/sac.yaml --name $(DEMO_NAME) \
+		--set stop.time_s=$(DEMO_SECONDS) --set checkpoint.every=50
+	@echo "Results and checkpoints: cte-power/results/pybullet-envs/$(DEMO_NAME)/"
+
+test: $(STAMP)  ## run the whole test suite (what CI runs)
+	$(PY) -m pytest
+
+test-fast: $(STAMP)  ## only the tests that train nothing
+	$(PY) -m pytest -m "not slow"

@@ -1,0 +1,133 @@
+"""Real trainings through the train script, as a user runs them (subprocess, from cte-power/)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CTE_POWER, TRAIN_BULLET, run_script
+
+pytestmark = pytest.mark.slow
+
+TINY_PPO = [
+    "--config", "trainings/pybullet-envs/ppo.yaml",
+    "--set", "training.train_batch_size_per_learner=400",
+    "--set", "training.minibatch_size=100",
+    "--set", "training.num_epochs=2",
+    "--set", "rl_module.model_config.fcnet_hiddens=[64,64]",
+]
+TINY_SAC = [
+    "--config", "trainings/pybullet-envs/sac.yaml",
+    "--set", "training.num_steps_sampled_before_learning_starts=50",
+    "--set", "training.train_batch_size_per_learner=32",
+    "--set", "rl_module.model_config.fcnet_hiddens=[32,32]",
+    "--set", "reporting.min_sample_timesteps_per_iteration=40",
+    "--set", "reporting.min_time_s_per_iteration=0",
+]
+
+
+def results_of(trial_dir: Path) -> list[dict]:
+    """result.json: one JSON object per iteration (robust where progress.csv's columns shift)."""
+    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line.strip()]
+
+
+def only_trial(experiment: Path) -> Path:
+    trials = [p for p in experiment.iterdir() if p.is_dir()]
+    assert len(trials) == 1, trials
+    return trials[0]
+
+
+@pytest.mark.parametrize("algorithm,args", [("PPO", TINY_PPO), ("SAC", TINY_SAC)])
+def test_train_script_trains_and_checkpoints(algorithm, args, tmp_path):
+    proc = run_script(
+        TRAIN_BULLET, *args, "--results-dir", tmp_path, "--name", "tiny",
+        "--set", "stop.iterations=2", "--set", "checkpoint.every=1", timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    trial = only_trial(tmp_path / "tiny")
+    assert trial.name.startswith(f"{algorithm}_HumanoidBulletEnv-v0")
+
+    header, *rows = (trial / "progress.csv").read_text().splitlines()
+    assert len(rows) == 2
+    for column in ("training_iteration", "num_env_steps_sampled_lifetime", "env_runners/episode_return_mean", "time_this_iter_s"):
+        assert column in header.split(","), column
+    results = results_of(trial)
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    assert results[1]["num_env_steps_sampled_lifetime"] > results[0]["num_env_steps_sampled_lifetime"] > 0
+
+    for checkpoint in ("checkpoint_000000", "checkpoint_000001"):
+        assert (trial / checkpoint / "rllib_checkpoint.json").is_file()
+        assert (trial / checkpoint / "learner_group").is_dir()
+    assert json.loads((trial / "params.json").read_text())["env"] == "HumanoidBulletEnv-v0"
+    assert (tmp_path / "tiny" / "experiment.yaml").is_file()
+
+    # one compact progress line per iteration, no Tune tables
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("iter ")]
+    assert len(lines) == 2 and "env steps" in lines[0] and "mean return" in lines[0] and "s/iter" in lines[0]
+    assert "Trial status" not in proc.stdout
+    assert "last checkpoint" in proc.stdout and "checkpoint_000001" in proc.stdout
+
+
+def test_resume_after_kill_continues_from_last_checkpoint(tmp_path):
+    args = [*TINY_PPO, "--results-dir", tmp_path, "--name", "killed",
+            "--set", "stop.iterations=7", "--set", "checkpoint.every=1"]
+    log = (tmp_path / "first.log").open("w")
+    first = subprocess.Popen(
+        [sys.executable, str(TRAIN_BULLET), *map(str, args)], cwd=CTE_POWER,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+    experiment = tmp_path / "killed"
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:  # wait for 3 finished, checkpointed iterations
+            checkpoints = list(experiment.glob("*/checkpoint_000002"))
+            if checkpoints and first.poll() is None:
+                break
+            assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("no checkpoint within 240 s")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the process group we started: driver and its Ray
+        first.wait()
+    trial = only_trial(experiment)
+    before = [r["training_iteration"] for r in results_of(trial)]
+    assert 2 <= max(before) < 7, before
+
+    proc = run_script(TRAIN_BULLET, *args, "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resuming" in proc.stdout
+    resumed = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("iter ")]
+    # restored from a checkpoint of iteration >= 2 (checkpoint_000001 or later), nothing skipped
+    assert 3 <= resumed[0] <= max(before) + 1, (before, resumed)
+    assert resumed == list(range(resumed[0], 8)), resumed
+    assert only_trial(experiment) == trial, "resume continues the same trial"
+    after = [r["training_iteration"] for r in results_of(trial)]
+    assert after[: len(before)] == before and after[-1] == 7
+
+
+def test_resume_with_changed_settings_is_refused(tmp_path):
+    proc = run_script(TRAIN_BULLET, *TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "stop.iterations=1", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_script(TRAIN_BULLET, *TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "stop.iterations=5", "--resume")
+    assert proc.returncode == 2
+    assert "cannot resume" in proc.stderr and "stop" in proc.stderr
+
+
+def test_ppo_learns_inverted_pendulum(tmp_path):
+    """The core really learns: mean return >= 500 within 60,000 env steps (about a minute here)."""
+    proc = run_script(
+        TRAIN_BULLET, "--config", "trainings/pybullet-envs/ppo-inverted-pendulum.yaml",
+        "--results-dir", tmp_path, "--name", "learn", timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = results_of(only_trial(tmp_path / "learn"))
+    final = results[-1]
+    assert final["num_env_steps_sampled_lifetime"] <= 62_000
+    assert final["env_runners"]["episode_return_mean"] >= 500, [r["env_runners"]["episode_return_mean"] for r in results]
