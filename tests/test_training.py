@@ -30,6 +30,14 @@ TINY_SAC = [
     "--set", "reporting.min_time_s_per_iteration=0",
 ]
 
+TINY_TD3 = [
+    "--config", "trainings/pybullet-envs/td3.yaml",
+    "--set", "training.num_steps_sampled_before_learning_starts=64",
+    "--set", "training.actor_hiddens=[32]",
+    "--set", "training.critic_hiddens=[32]",
+    "--set", "reporting.min_sample_timesteps_per_iteration=128",
+]
+
 
 def results_of(trial_dir: Path) -> list[dict]:
     """result.json: one JSON object per iteration (robust where progress.csv's columns shift)."""
@@ -42,7 +50,7 @@ def only_trial(experiment: Path) -> Path:
     return trials[0]
 
 
-@pytest.mark.parametrize("algorithm,args", [("PPO", TINY_PPO), ("SAC", TINY_SAC)])
+@pytest.mark.parametrize("algorithm,args", [("PPO", TINY_PPO), ("SAC", TINY_SAC), ("TD3", TINY_TD3)])
 def test_train_script_trains_and_checkpoints(algorithm, args, tmp_path):
     proc = run_script(
         TRAIN_BULLET, *args, "--results-dir", tmp_path, "--name", "tiny",

@@ -15,6 +15,8 @@ from ddrl.errors import UserError
 ALGORITHMS: dict[str, str] = {
     "PPO": "ray.rllib.algorithms.ppo:PPO",
     "SAC": "ray.rllib.algorithms.sac:SAC",
+    "TD3": "ddrl.td3:TD3",  # ours: removed from RLlib in 2.11
+    "DDPG": "ddrl.td3:DDPG",
 }
 
 

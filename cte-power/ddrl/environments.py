@@ -51,6 +51,12 @@ class Toolkit:
 
 
 TOOLKITS: dict[str, Toolkit] = {
+    "gym": Toolkit(
+        name="gym",
+        module="gymnasium",
+        entry_point_marker="gymnasium.envs",  # classic control, MuJoCo (with gymnasium[mujoco]), ...
+        install_hint="pip install 'gymnasium[mujoco]==1.2.2'",
+    ),
     "pybullet-envs": Toolkit(
         name="pybullet-envs",
         module="pybullet_envs_gymnasium",
