@@ -20,11 +20,15 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)  ## create .venv and install the pinned requirements and the ddrl core
 
-demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 for a few minutes and say where it went
+demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 for a few minutes, render it, say where all went
 	cd cte-power && ../$(PY) scripts/train/train-bullet-envs.py \
 		--config trainings/pybullet-envs/sac.yaml --name $(DEMO_NAME) \
 		--set stop.time_s=$(DEMO_SECONDS) --set checkpoint.every=50
+	cd cte-power && ../$(PY) scripts/render/render-bullet.py \
+		--checkpoint results/pybullet-envs/$(DEMO_NAME) --max-steps 300 \
+		--output ../figures/videos/$(DEMO_NAME).mp4
 	@echo "Results and checkpoints: cte-power/results/pybullet-envs/$(DEMO_NAME)/"
+	@echo "Video of the trained agent: figures/videos/$(DEMO_NAME).mp4"
 
 test: $(STAMP)  ## run the whole test suite (what CI runs)
 	$(PY) -m pytest

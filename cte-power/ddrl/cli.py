@@ -108,3 +108,77 @@ def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
 
 def _attaching() -> bool:
     return os.environ.get("RAY_ADDRESS", "local") != "local"
+
+
+def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  %(prog)s                                  # latest checkpoint of the latest experiment\n"
+            f"  %(prog)s --checkpoint results/{toolkit}/sac-20260101-120000 --best\n"
+            "  %(prog)s --episodes 3 --output ../figures/videos/humanoid.gif"
+        ),
+    )
+    parser.add_argument(
+        "--checkpoint", type=Path, default=None,
+        help="a checkpoint_NNNNNN folder, a trial folder (its latest checkpoint) or an experiment folder "
+        "(its latest trial, or the best with --best); default: the latest experiment of this toolkit",
+    )
+    parser.add_argument("--best", action="store_true", help="in an experiment folder, take the trial with the best mean return")
+    parser.add_argument("--results-dir", type=Path, default=None, help=f"where to look for experiments (default: cte-power/results/{toolkit}/)")
+    parser.add_argument("--episodes", type=int, default=1, help="episodes to record (default: %(default)s)")
+    parser.add_argument("--max-steps", type=int, default=None, help="cut each episode after this many steps")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode i uses seed+i (default: %(default)s)")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions as in training (default: deterministic)")
+    parser.add_argument("--output", type=Path, default=None, help="video file, .mp4 or .gif (default: figures/videos/<env>-<algorithm>-<time>.mp4)")
+    parser.add_argument("--fps", type=int, default=30, help="frames per second (default: %(default)s)")
+    parser.add_argument("--width", type=int, default=640, help="frame width in pixels (default: %(default)s)")
+    parser.add_argument("--height", type=int, default=480, help="frame height in pixels (default: %(default)s)")
+    return parser
+
+
+def run_render(toolkit: str, args: argparse.Namespace) -> int:
+    """Find the checkpoint, check everything, then load the policy and record the video."""
+    from ddrl.ray_runtime import quiet_rllib_notices
+
+    quiet_rllib_notices()
+    try:
+        from ddrl import rendering
+
+        for name in ("episodes", "fps", "width", "height"):
+            if getattr(args, name) < 1:
+                raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+        results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+        info = rendering.locate(args.checkpoint, toolkit, results_dir, best=args.best)
+        rendering.check_toolkit(info, toolkit)
+        output = args.output or rendering.default_output(paths.REPO_DIR / "figures" / "videos", info)
+        rendering.check_output(output)
+        print(f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True)
+
+        policy = rendering.Policy(info.checkpoint)
+        env = rendering.make_render_env(toolkit, info.env, info.env_config, args.width, args.height)
+        from tqdm import tqdm
+
+        limit = args.max_steps or env.spec.max_episode_steps
+        writer = rendering.VideoWriter(output, args.fps)
+        with tqdm(total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording") as bar:
+
+            def on_frame(frame):
+                writer(frame)
+                bar.update()
+
+            try:
+                stats = rendering.play(env, policy, args.episodes, args.max_steps, args.seed, args.stochastic, on_frame)
+            finally:
+                writer.close()
+                env.close()
+        for s in stats:
+            print(f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}")
+        summary = rendering.write_summary(output, info, stats, args.stochastic, writer.frames, args.fps)
+        print(f"video: {output} ({writer.frames} frames)\nsummary: {summary}")
+        return 0
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code

@@ -45,6 +45,10 @@ class Toolkit:
             if self.entry_point_marker in str(spec.entry_point)
         )
 
+    def spec(self, env_id: str) -> gym.envs.registration.EnvSpec:
+        self.load()
+        return gym.spec(env_id)
+
     def make(self, env_id: str, **kwargs) -> gym.Env:
         self.load()
         return gym.make(env_id, **kwargs)

@@ -1,0 +1,294 @@
+"""Render a trained policy to a video: find the checkpoint, load only the policy, play, record.
+
+Only the RLModule and the env-runner's two connector pipelines are loaded from the checkpoint
+(no Algorithm, no env runners, no Ray), so rendering starts in seconds and applies exactly what
+training applied between environment and policy: observation connectors and filters on the way
+in, action unsquashing and clipping to the action space's bounds on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ddrl import environments
+from ddrl.errors import UserError
+
+CHECKPOINT_MARKER = "rllib_checkpoint.json"
+EXPERIMENT_FILE = "experiment.yaml"
+
+
+# ---------------------------------------------------------------------------- finding checkpoints
+@dataclass
+class RunInfo:
+    checkpoint: Path
+    trial: Path
+    toolkit: str | None
+    env: str
+    algorithm: str
+    env_config: dict = field(default_factory=dict)
+    why: str = ""
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return (path / CHECKPOINT_MARKER).is_file()
+
+
+def _checkpoints(trial: Path) -> list[Path]:
+    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir())
+
+
+def _trials(experiment: Path) -> list[Path]:
+    return sorted(p for p in experiment.iterdir() if p.is_dir() and (_checkpoints(p) or (p / "params.json").is_file()))
+
+
+def _latest_checkpoint(trial: Path) -> Path:
+    checkpoints = _checkpoints(trial)
+    if not checkpoints:
+        raise UserError(f"trial {trial} has no checkpoint yet. Train longer, or set checkpoint.every / checkpoint.at_end.")
+    return checkpoints[-1]
+
+
+def _best_trial(experiment: Path) -> tuple[Path, float]:
+    """The trial whose best reported mean return (result.json) is highest."""
+    scored = []
+    for trial in _trials(experiment):
+        returns = []
+        if (trial / "result.json").is_file():
+            for line in (trial / "result.json").read_text().splitlines():
+                value = json.loads(line).get("env_runners", {}).get("episode_return_mean") if line.strip() else None
+                if isinstance(value, (int, float)) and not np.isnan(value):
+                    returns.append(value)
+        if returns and _checkpoints(trial):
+            scored.append((max(returns), trial))
+    if not scored:
+        raise UserError(f"no trial of {experiment} has both results and a checkpoint; cannot pick the best.")
+    best_return, trial = max(scored)
+    return trial, best_return
+
+
+def latest_experiment(results_dir: Path) -> Path | None:
+    experiments = [p.parent for p in results_dir.glob(f"*/{EXPERIMENT_FILE}")]
+    return max(experiments, key=lambda p: (p / EXPERIMENT_FILE).stat().st_mtime, default=None)
+
+
+def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = False) -> RunInfo:
+    """Resolve a checkpoint, trial or experiment folder (or nothing: the latest experiment)."""
+    if path is None:
+        experiment = latest_experiment(results_dir)
+        if experiment is None:
+            raise UserError(
+                f"no trained experiments under {results_dir}. Train one first, e.g. "
+                f"python scripts/train/{_train_script(toolkit)}, or pass --checkpoint PATH."
+            )
+        path, why = experiment, f"the most recent experiment under {results_dir}"
+    else:
+        path = Path(path).expanduser().resolve()
+        if not path.exists():
+            raise UserError(f"--checkpoint {path} does not exist.")
+        why = "as given"
+    if _is_checkpoint(path):
+        checkpoint, trial = path, path.parent
+    elif _checkpoints(path):
+        checkpoint, trial = _latest_checkpoint(path), path
+        why += ", its latest checkpoint"
+    elif path.is_dir() and ((path / EXPERIMENT_FILE).is_file() or _trials(path)):
+        if best:
+            trial, best_return = _best_trial(path)
+            why += f", best trial (mean return {best_return:.1f})"
+        else:
+            trials = _trials(path)
+            if not trials:
+                raise UserError(f"experiment {path} has no trials yet.")
+            trial = max(trials, key=lambda t: max((c.stat().st_mtime for c in _checkpoints(t)), default=0))
+            why += ", its latest trial"
+        checkpoint = _latest_checkpoint(trial)
+        why += f", latest checkpoint {checkpoint.name}"
+    else:
+        raise UserError(
+            f"{path} is not a checkpoint (no {CHECKPOINT_MARKER}), a trial folder (no checkpoint_* folders) "
+            f"or an experiment folder (no {EXPERIMENT_FILE} or trial folders). Point --checkpoint at one of these."
+        )
+    return _run_info(checkpoint, trial, why)
+
+
+def _run_info(checkpoint: Path, trial: Path, why: str) -> RunInfo:
+    experiment_file = trial.parent / EXPERIMENT_FILE
+    params_file = trial / "params.json"
+    if experiment_file.is_file():
+        experiment = yaml.safe_load(experiment_file.read_text())
+        env_config = (experiment.get("environment") or {}).get("env_config") or {}
+        return RunInfo(checkpoint, trial, experiment.get("toolkit"), experiment["env"], experiment["algorithm"], env_config, why)
+    if params_file.is_file():  # a Tune trial made outside our scripts
+        params = json.loads(params_file.read_text())
+        env_config = params.get("env_config") or {}
+        return RunInfo(checkpoint, trial, None, params["env"], trial.name.split("_")[0], env_config, why)
+    raise UserError(f"cannot tell which environment {checkpoint} was trained on: no {experiment_file} or {params_file}.")
+
+
+def _train_script(toolkit: str) -> str:
+    return {"pybullet-envs": "train-bullet-envs.py"}.get(toolkit, f"train-{toolkit}.py")
+
+
+def check_toolkit(info: RunInfo, toolkit: str) -> None:
+    if info.toolkit is not None and info.toolkit != toolkit:
+        raise UserError(
+            f"{info.checkpoint} was trained on the '{info.toolkit}' toolkit ({info.env}), not '{toolkit}'. "
+            f"Render it with scripts/render/render-{_render_suffix(info.toolkit)}.py."
+        )
+    environments.check_env_id(toolkit, info.env)
+
+
+def _render_suffix(toolkit: str) -> str:
+    return {"pybullet-envs": "bullet"}.get(toolkit, toolkit)
+
+
+# ----------------------------------------------------------------------------------- the policy
+class Policy:
+    """An RLModule with the env-to-module and module-to-env pipelines it was trained with."""
+
+    def __init__(self, checkpoint: Path):
+        from ray.rllib.connectors.env_to_module import EnvToModulePipeline
+        from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
+        from ray.rllib.core import (
+            COMPONENT_ENV_RUNNER,
+            COMPONENT_ENV_TO_MODULE_CONNECTOR,
+            COMPONENT_LEARNER,
+            COMPONENT_LEARNER_GROUP,
+            COMPONENT_MODULE_TO_ENV_CONNECTOR,
+            COMPONENT_RL_MODULE,
+        )
+        from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID, RLModule
+
+        try:
+            self.module = RLModule.from_checkpoint(
+                checkpoint / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
+            )
+            runner = checkpoint / COMPONENT_ENV_RUNNER
+            self.env_to_module = EnvToModulePipeline.from_checkpoint(runner / COMPONENT_ENV_TO_MODULE_CONNECTOR)
+            self.module_to_env = ModuleToEnvPipeline.from_checkpoint(runner / COMPONENT_MODULE_TO_ENV_CONNECTOR)
+        except Exception as err:  # pickles, missing files, shape mismatches: all mean the same here
+            raise UserError(
+                f"cannot load the policy from {checkpoint}: {type(err).__name__}: {' '.join(str(err).split())[:300]}. "
+                "The checkpoint is incomplete or corrupt (was the run killed while saving?); "
+                "pass an earlier checkpoint_* folder with --checkpoint."
+            ) from None
+        self.module.eval()
+
+    def act(self, episode, explore: bool):
+        """The env action for the episode's latest observation, and what to record in the episode."""
+        import torch
+        from ray.rllib.core.columns import Columns
+
+        shared_data = {}
+        batch = self.env_to_module(episodes=[episode], rl_module=self.module, explore=explore, shared_data=shared_data)
+        with torch.no_grad():
+            out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+        to_env = self.module_to_env(
+            batch=out, episodes=[episode], rl_module=self.module, explore=explore, shared_data=shared_data
+        )
+        action = to_env.pop(Columns.ACTIONS)[0]
+        env_action = to_env.pop(Columns.ACTIONS_FOR_ENV, [action])[0]
+        return env_action, action, {k: v[0] for k, v in to_env.items()}
+
+
+# ------------------------------------------------------------------------------------- playing
+def make_render_env(toolkit: str, env_id: str, env_config: dict, width: int, height: int):
+    kwargs = dict(env_config)
+    kwargs["render_mode"] = "rgb_array"
+    if toolkit == "gym" and "mujoco" in str(environments.get_toolkit(toolkit).spec(env_id).entry_point):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # headless; osmesa also works
+        kwargs.update(width=width, height=height)
+    env = environments.make_env(toolkit, env_id, kwargs)
+    unwrapped = env.unwrapped
+    if hasattr(unwrapped, "_render_width"):  # PyBullet: its camera already follows the robot
+        unwrapped._render_width, unwrapped._render_height = width, height
+    return env
+
+
+def play(env, policy: Policy, episodes: int, max_steps: int | None, seed: int, explore: bool, on_frame) -> list[dict]:
+    """Run episodes, calling ``on_frame(rgb)`` after reset and after every step."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    stats = []
+    for index in range(episodes):
+        obs, _ = env.reset(seed=seed + index)
+        on_frame(env.render())
+        episode = SingleAgentEpisode(
+            observations=[obs], observation_space=env.observation_space, action_space=env.action_space
+        )
+        total, steps, done = 0.0, 0, False
+        while not done and (max_steps is None or steps < max_steps):
+            env_action, action, extra = policy.act(episode, explore)
+            obs, reward, terminated, truncated, _ = env.step(env_action)
+            episode.add_env_step(obs, action, reward, terminated=terminated, truncated=truncated, extra_model_outputs=extra)
+            total, steps, done = total + float(reward), steps + 1, terminated or truncated
+            on_frame(env.render())
+        stats.append({"episode": index, "seed": seed + index, "return": total, "length": steps, "terminated": bool(terminated)})
+    return stats
+
+
+# -------------------------------------------------------------------------------------- output
+def default_output(figures_dir: Path, info: RunInfo) -> Path:
+    return figures_dir / f"{info.env}-{info.algorithm}-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
+
+
+def check_output(path: Path) -> None:
+    """Fail before any work if the video cannot be written there."""
+    if path.suffix.lower() not in (".mp4", ".gif"):
+        raise UserError(f"--output {path}: the video must end in .mp4 or .gif.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.parent / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"cannot write the video to {path}: {err.strerror}. Choose another --output.") from None
+
+
+class VideoWriter:
+    def __init__(self, path: Path, fps: int):
+        import imageio.v2 as imageio
+
+        self.path = path
+        if path.suffix.lower() == ".gif":
+            self._writer = imageio.get_writer(path, mode="I", duration=1000 / fps, loop=0)
+        else:
+            # macro_block_size=1: keep odd sizes as asked instead of rounding them up to 16
+            self._writer = imageio.get_writer(path, fps=fps, codec="libx264", quality=7, macro_block_size=1)
+        self.frames = 0
+
+    def __call__(self, frame: np.ndarray) -> None:
+        self._writer.append_data(np.asarray(frame, dtype=np.uint8))
+        self.frames += 1
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def write_summary(path: Path, info: RunInfo, stats: list[dict], explore: bool, frames: int, fps: int) -> Path:
+    summary = path.with_suffix(".json")
+    summary.write_text(
+        json.dumps(
+            {
+                "video": str(path),
+                "checkpoint": str(info.checkpoint),
+                "toolkit": info.toolkit,
+                "env": info.env,
+                "algorithm": info.algorithm,
+                "deterministic": not explore,
+                "frames": frames,
+                "fps": fps,
+                "episodes": stats,
+                "mean_return": float(np.mean([s["return"] for s in stats])),
+            },
+            indent=2,
+        )
+    )
+    return summary
