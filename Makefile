@@ -20,14 +20,19 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)  ## create .venv and install the pinned requirements and the ddrl core
 
-demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 for a few minutes, render it, say where all went
+demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summarise, plot it
 	cd cte-power && ../$(PY) scripts/train/train-bullet-envs.py \
 		--config trainings/pybullet-envs/sac.yaml --name $(DEMO_NAME) \
 		--set stop.time_s=$(DEMO_SECONDS) --set checkpoint.every=50
 	cd cte-power && ../$(PY) scripts/render/render-bullet.py \
 		--checkpoint results/pybullet-envs/$(DEMO_NAME) --max-steps 300 \
 		--output ../figures/videos/$(DEMO_NAME).mp4
+	cd cte-power && ../$(PY) scripts/plot/summarize-data.py results/pybullet-envs/$(DEMO_NAME)
+	cd cte-power && ../$(PY) scripts/plot/plot-results.py results/humanoid/$(DEMO_NAME).csv \
+		--output ../figures/plots/$(DEMO_NAME).png
 	@echo "Results and checkpoints: cte-power/results/pybullet-envs/$(DEMO_NAME)/"
+	@echo "Summary: cte-power/results/humanoid/$(DEMO_NAME).csv"
+	@echo "Learning curve: figures/plots/$(DEMO_NAME).png"
 	@echo "Video of the trained agent: figures/videos/$(DEMO_NAME).mp4"
 
 test: $(STAMP)  ## run the whole test suite (what CI runs)

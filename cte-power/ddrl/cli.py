@@ -182,3 +182,18 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def report_errors(main):
+    """Decorate a script's main(argv): a UserError becomes one 'error:' line and exit code 2."""
+    import functools
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return err.exit_code
+
+    return wrapper

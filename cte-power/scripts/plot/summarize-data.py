@@ -1,0 +1,34 @@
+"""Summarise Tune experiment folders into one tidy CSV each: results/<env>/<experiment>.csv.
+
+One row per trial iteration: algorithm, environment, trial parameters (env runners, GPUs, seed),
+env steps, mean/min/max return, seconds per iteration, sampling/learning/weight-sync seconds.
+Run from cte-power/. With no argument, summarises every experiment under results/<toolkit>/.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from ddrl import cli, paths, summaries
+
+
+@cli.report_errors
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiments", nargs="*", type=Path, help="experiment folders (default: all under results/<toolkit>/)")
+    parser.add_argument("--output-dir", type=Path, default=None, help="where results/<env>/ folders go (default: cte-power/results/)")
+    args = parser.parse_args(argv)
+
+    experiments = args.experiments or summaries.find_experiments(paths.results_root())
+    if not experiments:
+        print(f"error: no experiments under {paths.results_root()}; train one first.", file=sys.stderr)
+        return 2
+    for experiment in experiments:
+        table = summaries.summarize_experiment(experiment)
+        path = summaries.write_summary(table, args.output_dir or paths.results_root())
+        print(f"{experiment} -> {path} ({table['trial'].nunique()} trial(s), {len(table)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
