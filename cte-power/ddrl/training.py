@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,11 @@ from ddrl.config import STOP_METRICS, Experiment, build_algorithm_config, dump_y
 from ddrl.errors import UserError
 
 EXPERIMENT_FILE = "experiment.yaml"
+#: Exit code after a stop request (SIGUSR2; our Slurm jobs forward Slurm's warning signal): every
+#: running trial checkpointed, Tune saved its state, and ``--resume`` continues from there.
+EXIT_CHECKPOINTED = 3
+# Not SIGUSR1: Tune takes that one for an immediate stop without checkpoints.
+STOP_SIGNAL = signal.SIGUSR2
 
 # Tune's experiment state says which checkpoint each trial resumes from. Save it on every
 # controller step (it is a small JSON file) so that a job killed without warning resumes from
@@ -133,6 +139,49 @@ def make_progress_printer():
     return ProgressPrinter()
 
 
+class StopRequest:
+    """Set by SIGUSR2: checkpoint every running trial after its current iteration, then stop."""
+
+    requested = False
+
+    @classmethod
+    def install(cls) -> None:
+        cls.requested = False
+        signal.signal(STOP_SIGNAL, cls._handle)
+
+    @classmethod
+    def _handle(cls, signum, frame) -> None:
+        cls.requested = True
+        _say(f"received {signal.Signals(signum).name}: checkpointing every running trial, then stopping")
+
+
+def make_checkpoint_and_stop():
+    from ray import tune
+    from ray.tune.result import SHOULD_CHECKPOINT
+
+    class CheckpointAndStop(tune.Callback):
+        """After a stop request, force a checkpoint of each reporting trial; once all are saved,
+        interrupt Tune as Ctrl+C would: it saves its state and leaves the trials resumable."""
+
+        def __init__(self):
+            self.waiting: set[str] = set()
+            self.interrupted = False
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if StopRequest.requested:
+                result[SHOULD_CHECKPOINT] = True  # Tune lets callbacks amend results
+                self.waiting.add(trial.trial_id)
+
+        def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+            self.waiting.discard(trial.trial_id)
+            running = {t.trial_id for t in trials if t.status == "RUNNING"}
+            if StopRequest.requested and not self.interrupted and not (self.waiting & running):
+                self.interrupted = True
+                os.kill(os.getpid(), signal.SIGINT)
+
+    return CheckpointAndStop()
+
+
 def _say(line: str) -> None:
     print(line, flush=True)
 
@@ -171,12 +220,16 @@ def run(experiment: Experiment, path: Path, resume: bool = False) -> int:
                     num_to_keep=checkpoint["keep"],
                 ),
                 failure_config=tune.FailureConfig(max_failures=experiment.tune["max_failures"]),
-                callbacks=[make_progress_printer()],
+                callbacks=[make_progress_printer(), make_checkpoint_and_stop()],
                 verbose=0,
             ),
         )
+    StopRequest.install()
     started = time.time()
     results = tuner.fit()
+    if StopRequest.requested:
+        _say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
+        return EXIT_CHECKPOINTED
     return _report(results, path, time.time() - started)
 
 

@@ -1,0 +1,143 @@
+"""A real Slurm cluster on this one machine: munged, slurmctld and two slurmd (node1, node2).
+
+Debian's slurm-wlm and munge (installed by .ci/run). Each node claims 2 CPUs; both run on the
+same host with their own ports. Only the daemons started here are stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+MUNGE_KEY = Path("/etc/munge/munge.key")
+MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+
+SLURM_CONF = """\
+ClusterName=ddrltest
+SlurmctldHost=localhost
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+SlurmUser=root
+SlurmctldPort={ctld_port}
+MinJobAge=600
+StateSaveLocation={dir}/state
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdPidFile={dir}/slurmd-%n.pid
+SlurmdSpoolDir={dir}/slurmd-%n
+SlurmdLogFile={dir}/slurmd-%n.log
+NodeName=node[1-2] NodeHostname=localhost Port=[{node_port}-{node_port_end}] CPUs=2 RealMemory=4000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def why_unavailable() -> str | None:
+    for tool in ("munged", "slurmctld", "slurmd", "sbatch"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install slurm-wlm munge; .ci/run does it)"
+    if os.geteuid() != 0:
+        return "starting slurmd needs root"
+    return None
+
+
+class SlurmCluster:
+    def __init__(self, workdir: Path, ctld_port: int = 16817, node_port: int = 17101):
+        self.dir = Path(workdir)
+        self.conf = self.dir / "slurm.conf"
+        self.ctld_port, self.node_port = ctld_port, node_port
+        self.started: list[subprocess.Popen | int] = []
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    # ------------------------------------------------------------------ start / stop
+    def start(self, timeout: float = 60) -> None:
+        (self.dir / "state").mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(
+            SLURM_CONF.format(dir=self.dir, ctld_port=self.ctld_port, node_port=self.node_port, node_port_end=self.node_port + 1)
+        )
+        self._start_munge()
+        self._daemon(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld")
+        for node in ("node1", "node2"):
+            self._daemon(["slurmd", "-D", "-f", str(self.conf), "-N", node], f"slurmd-{node}")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            states = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False).stdout.split("\n")
+            idle = [line for line in states if line.strip().endswith("idle")]
+            if len(idle) == 2:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"Slurm nodes did not become idle: {states}\n{self.logs()}")
+
+    def _start_munge(self) -> None:
+        if MUNGE_SOCKET.exists() and subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
+            return  # a munged is already serving this machine
+        if not MUNGE_KEY.exists():
+            MUNGE_KEY.parent.mkdir(parents=True, exist_ok=True)
+            MUNGE_KEY.write_bytes(os.urandom(1024))
+            shutil.chown(MUNGE_KEY, "munge", "munge")
+            MUNGE_KEY.chmod(0o400)
+        for folder in ("/run/munge", "/var/log/munge", "/var/lib/munge"):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            shutil.chown(folder, "munge", "munge")
+        pid_file = Path("/run/munge/munged.pid")
+        subprocess.run(["runuser", "-u", "munge", "--", "munged", "--force"], check=True, capture_output=True)
+        for _ in range(50):
+            if pid_file.exists():
+                self.started.append(int(pid_file.read_text()))
+                return
+            time.sleep(0.1)
+
+    def _daemon(self, argv: list[str], name: str) -> None:
+        log = (self.dir / f"{name}.stdout").open("w")
+        self.started.append(subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def stop(self) -> None:
+        for process in reversed(self.started):
+            pid = process if isinstance(process, int) else process.pid
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for process in self.started:
+            if not isinstance(process, int):
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+    # ------------------------------------------------------------------------ jobs
+    def run(self, argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env={**self.env, **kwargs.pop("env", {})}, capture_output=True, text=True, check=check, **kwargs)
+
+    def sbatch(self, script: str, *args: str, cwd: Path, env: dict | None = None) -> str:
+        proc = self.run(["sbatch", "--parsable", script, *args], cwd=cwd, env=env or {})
+        return proc.stdout.strip().split(";")[0]
+
+    def state(self, job_id: str) -> dict:
+        out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
+        return dict(item.split("=", 1) for item in out.split() if "=" in item)
+
+    def wait(self, job_id: str, states=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout: float = 600) -> dict:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            info = self.state(job_id)
+            if info.get("JobState") in states:
+                return info
+            time.sleep(1)
+        raise TimeoutError(f"job {job_id} still {self.state(job_id).get('JobState')} after {timeout} s\n{self.logs()}")
+
+    def logs(self) -> str:
+        parts = []
+        for log in sorted(self.dir.glob("*.log")):
+            parts.append(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-15:]))
+        return "\n".join(parts)
