@@ -119,8 +119,9 @@ class SlurmCluster:
     def run(self, argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env={**self.env, **kwargs.pop("env", {})}, capture_output=True, text=True, check=check, **kwargs)
 
-    def sbatch(self, script: str, *args: str, cwd: Path, env: dict | None = None) -> str:
-        proc = self.run(["sbatch", "--parsable", script, *args], cwd=cwd, env=env or {})
+    def sbatch(self, script: str, *args: str, cwd: Path, env: dict | None = None, options: tuple = ()) -> str:
+        """Submit ``script`` with ``args`` for it; ``options`` go to sbatch. Returns the job id."""
+        proc = self.run(["sbatch", "--parsable", *options, script, *args], cwd=cwd, env=env or {})
         return proc.stdout.strip().split(";")[0]
 
     def state(self, job_id: str) -> dict:

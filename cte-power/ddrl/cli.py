@@ -47,6 +47,11 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
         action="store_true",
         help="continue an interrupted experiment from its last checkpoint (--name, else the latest of this config)",
     )
+    parser.add_argument(
+        "--resume-if-exists",
+        action="store_true",
+        help="resume --name if it has saved state, else start it (what requeued Slurm jobs use)",
+    )
     parser.add_argument("--num-samples", type=int, default=None, help="repeat each trial N times (seeds / random search)")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and resources; start nothing")
     return parser
@@ -65,6 +70,10 @@ def run_training(toolkit: str, args: argparse.Namespace) -> int:
             overrides.append(f"tune.num_samples={args.num_samples}")
         experiment = config.load_experiment(paths.resolve_config_path(args.config), toolkit, overrides)
         results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+        if args.resume_if_exists:
+            if not args.name:
+                raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
+            args.resume = bool(list((results_dir / args.name).glob("experiment_state-*.json")))
         path = _experiment_path(results_dir, experiment, args, training)
         training.check_can_start(path, experiment, args.resume)
         needed = resources.required_per_trial(experiment)

@@ -70,6 +70,11 @@ CHECKPOINT_DEFAULTS = {"every": 10, "at_end": True, "keep": None}
 TUNE_DEFAULTS = {"num_samples": 1, "max_failures": 0, "max_concurrent_trials": None}
 TOP_LEVEL_KEYS = ("name", "description", "env", "algorithm", "stop", "checkpoint", "tune")
 SEARCH_KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint")
+#: Resource amounts Ray accepts as fractions even where RLlib's type hints say int.
+FRACTIONAL_RESOURCES = {
+    "num_cpus_per_env_runner", "num_gpus_per_env_runner", "num_cpus_per_learner",
+    "num_gpus_per_learner", "num_cpus_for_main_process", "num_gpus",
+}
 #: RLlib marks removed keywords with this default value (``ray._common.deprecation``).
 _DEPRECATED_DEFAULT = -1
 
@@ -253,6 +258,8 @@ def _validate_group(defaults, group: str, settings: dict, where: str) -> dict:
         _check_known_key(key, tuple(params), f"'{group}'{where}")
         _check_not_deprecated(defaults, group, key, params[key])
         allowed = _allowed_types(params[key].annotation)
+        if key in FRACTIONAL_RESOURCES and allowed is not None:
+            allowed = tuple(set(allowed) | {int, float})
         out[key] = _each_candidate(value, lambda v, k=key: _expect(v, allowed, f"{group}.{k}"))
         if group == "rl_module" and key == "model_config" and isinstance(value, dict):
             _check_model_config_keys(defaults, value, where)
@@ -438,7 +445,9 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     Passed to ``tune.Tuner`` as ``param_space``, Tune expands the grids into trials.
     """
     algo_class = algorithms.get_algorithm_class(experiment.algorithm)
-    config = algo_class.get_default_config().framework("torch")
+    from ddrl.callbacks import RecordPlacement
+
+    config = algo_class.get_default_config().framework("torch").callbacks(RecordPlacement)
     config.environment(env=experiment.env)
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))

@@ -28,7 +28,9 @@ def start_ray(resources: Resources | None = None) -> str:
     runtime_env = {"worker_process_setup_hook": "ddrl.ray_runtime.quiet_rllib_notices"}
     address = os.environ.get("RAY_ADDRESS")
     if address and address != "local":
-        ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env)
+        # DDRL_NODE_IP: the address the job's launcher pinned its nodes to (one-host clusters)
+        node_ip = {"_node_ip_address": os.environ["DDRL_NODE_IP"]} if os.environ.get("DDRL_NODE_IP") else {}
+        ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env, **node_ip)
         nodes = [n for n in ray.nodes() if n["Alive"]]
         return f"attached to the Ray cluster at {address} ({len(nodes)} node(s))"
     kwargs = {}

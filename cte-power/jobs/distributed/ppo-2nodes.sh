@@ -1,0 +1,23 @@
+#!/bin/bash
+#SBATCH --job-name=ppo-2nodes
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=2
+#SBATCH --time=48:00:00
+#SBATCH --output=jobs/out/%x-%j.out
+#SBATCH --error=jobs/err/%x-%j.err
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@300
+#SBATCH --requeue
+# PPO on HumanoidBulletEnv-v0 over a 2-node Ray cluster: 3 env runners spread over both nodes.
+# From cte-power/:  sbatch jobs/distributed/ppo-2nodes.sh [train-script arguments]
+# More nodes: sbatch --nodes=N jobs/distributed/ppo-2nodes.sh --set env_runners.num_env_runners=M
+for dir in "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
+    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
+done
+command -v ddrl_train >/dev/null || { echo "error: submit from cte-power/ (jobs/env.sh not found)" >&2; exit 2; }
+source jobs/distributed/ray-cluster.sh
+
+ddrl_ray_cluster_up || exit 1
+ddrl_train scripts/train/train-bullet-envs.py trainings/pybullet-envs/ppo.yaml \
+    --set env_runners.num_env_runners=3 "$@"

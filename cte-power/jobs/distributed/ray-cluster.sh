@@ -1,0 +1,91 @@
+# The multi-node Ray launcher, sourced by jobs/distributed/*.sh after jobs/env.sh.
+#
+#   ddrl_ray_cluster_up      Ray head on the job's first node, a worker on every other node (srun,
+#                            one task per node), per-job ports and auth token; waits until every
+#                            node has joined (or fails saying which did not) and exports RAY_ADDRESS
+#                            so that the training driver attaches to this cluster.
+#   ddrl_ray_cluster_down    stops the head and workers started here (also run on EXIT).
+#
+# Ports come from the job id, so two jobs sharing a node never collide; a token that only this
+# job's user can read (RAY_AUTH_MODE=token) keeps other users of the cluster from attaching.
+# Set DDRL_NODE_IP to pin every node's address (one host pretending to be several, as in tests).
+
+ddrl_ray_cluster_up() {
+    local timeout=${DDRL_RAY_JOIN_TIMEOUT:-180}
+    local -a nodes
+    mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+    local slot=$((SLURM_JOB_ID % 1000))
+    local port=$((20000 + slot))
+    local cpus=${SLURM_CPUS_PER_TASK:-1} gpus=${SLURM_GPUS_ON_NODE:-0}
+    local head_ip=${DDRL_NODE_IP:-$(srun --nodes=1 --ntasks=1 -w "${nodes[0]}" hostname -I | awk '{print $1}')}
+    export RAY_ADDRESS="$head_ip:$port"
+
+    local token_dir=${DDRL_TOKEN_DIR:-$HOME/.ray}
+    (umask 077 && mkdir -p "$token_dir")
+    DDRL_RAY_TOKEN_FILE="$token_dir/ddrl-job-$SLURM_JOB_ID.token"
+    (umask 077 && python -c 'import secrets; print(secrets.token_hex(32))' > "$DDRL_RAY_TOKEN_FILE")
+    export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$DDRL_RAY_TOKEN_FILE"
+    trap ddrl_ray_cluster_down EXIT
+
+    DDRL_RAY_STEP_PIDS=()
+    local index node ip_args=()
+    [ -n "${DDRL_NODE_IP:-}" ] && ip_args=(--node-ip-address="$DDRL_NODE_IP")
+    for index in "${!nodes[@]}"; do
+        node=${nodes[$index]}
+        local -a role=(--address="$RAY_ADDRESS")
+        [ "$index" -eq 0 ] && role=(--head --port="$port" --include-dashboard=false)
+        # --overlap: the batch step (our driver) shares the first node with the head.
+        srun --nodes=1 --ntasks=1 --overlap -w "$node" \
+            ray start --block "${role[@]}" "${ip_args[@]}" --num-cpus="$cpus" --num-gpus="$gpus" \
+            --dashboard-agent-listen-port=$((22000 + slot * 8 + index % 8)) --temp-dir="$RAY_TMPDIR/node$index" \
+            > "jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-$node.log" 2>&1 &
+        DDRL_RAY_STEP_PIDS+=($!)
+        [ "$index" -eq 0 ] && sleep 5   # the head first
+    done
+
+    echo "ddrl: waiting up to ${timeout}s for ${#nodes[@]} Ray node(s) at $RAY_ADDRESS"
+    if ! python - "${#nodes[@]}" "$timeout" "jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.cluster.json" <<'PY'
+import json, os, socket, sys, time
+want, timeout, report = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+deadline, alive = time.time() + timeout, []
+host, port = os.environ["RAY_ADDRESS"].rsplit(":", 1)
+while time.time() < deadline:  # the head's GCS port first: ray.init would block for a minute
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        break
+    except OSError:
+        time.sleep(1)
+import ray
+if time.time() < deadline:
+    ray.init(logging_level="ERROR", **({"_node_ip_address": os.environ["DDRL_NODE_IP"]} if os.environ.get("DDRL_NODE_IP") else {}))
+    while time.time() < deadline:
+        alive = [n for n in ray.nodes() if n["Alive"]]
+        if len(alive) >= want:
+            break
+        time.sleep(1)
+if len(alive) < want:
+    print(f"error: only {len(alive)} of {want} Ray node(s) joined within {timeout:.0f} s", file=sys.stderr)
+    sys.exit(1)
+nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "hostname": n["NodeManagerHostname"],
+          "resources": n["Resources"]} for n in alive]
+json.dump({"address": ray.get_runtime_context().gcs_address, "nodes": nodes}, open(report, "w"), indent=2)
+print(f"ddrl: Ray cluster up: {len(nodes)} node(s), {sum(n['resources'].get('CPU', 0) for n in nodes):g} CPU(s)")
+PY
+    then
+        echo "error: the Ray cluster did not form; see jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-*.log" >&2
+        return 1
+    fi
+}
+
+ddrl_ray_cluster_down() {
+    local pid
+    for pid in "${DDRL_RAY_STEP_PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null   # srun forwards it; `ray start --block` then stops its node
+    done
+    for pid in "${DDRL_RAY_STEP_PIDS[@]}"; do
+        wait "$pid" 2>/dev/null
+    done
+    DDRL_RAY_STEP_PIDS=()
+    rm -f "${DDRL_RAY_TOKEN_FILE:-}"
+    echo "ddrl: Ray cluster stopped"
+}

@@ -1,0 +1,21 @@
+#!/bin/bash
+#SBATCH --job-name=scaling-ppo
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=65
+#SBATCH --time=24:00:00
+#SBATCH --output=jobs/out/%x-%j.out
+#SBATCH --error=jobs/err/%x-%j.err
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@300
+#SBATCH --requeue
+# Scaling sweep, PPO on HumanoidBulletEnv-v0: one trial per number of env runners that fits
+# (1, 2, 4 ... 64; with and without GPU if one is allocated), a fixed number of iterations each.
+# From cte-power/:  sbatch jobs/scaling/ppo.sh                     (65 CPUs: up to 64 runners)
+#                   sbatch --cpus-per-task=17 --gres=gpu:1 jobs/scaling/ppo.sh
+# Then: python scripts/plot/summarize-data.py && python scripts/plot/plot-time.py results/humanoid/scaling-ppo-*.csv
+for dir in "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
+    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
+done
+command -v ddrl_train >/dev/null || { echo "error: submit from cte-power/ (jobs/env.sh not found)" >&2; exit 2; }
+ddrl_scaling_sweep trainings/pybullet-envs/ppo.yaml "$@"

@@ -1,0 +1,148 @@
+"""The Slurm jobs on a real Slurm cluster (slurmctld + 2 slurmd on this machine)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CTE_POWER
+from slurm_cluster import SlurmCluster, why_unavailable
+from test_training import TINY_PPO, TINY_SAC, only_trial, results_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable()))]
+
+# the train-script arguments of TINY_* without --config (each job names its own config)
+TINY_PPO_SETS = TINY_PPO[2:]
+TINY_SAC_SETS = TINY_SAC[2:]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+    except Exception as err:
+        cluster.stop()
+        pytest.skip(f"Slurm could not start here: {err}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def job_env(tmp_path):
+    """Results, tokens and Ray temp dirs of the jobs go to this test's folder (sbatch exports the env)."""
+    return {
+        "DDRL_RESULTS_DIR": str(tmp_path / "results"),
+        "DDRL_TOKEN_DIR": str(tmp_path / "tokens"),
+        "DDRL_NODE_IP": "127.0.0.2",  # both "nodes" are this host: pin Ray to a loopback address
+    }
+
+
+def job_log(name: str, job_id: str, stream: str = "out") -> str:
+    path = CTE_POWER / "jobs" / stream / f"{name}-{job_id}.{stream}"
+    return path.read_text() if path.exists() else ""
+
+
+def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env):
+    job = slurm.sbatch("jobs/pybullet-envs/sac.sh", *TINY_SAC_SETS, "--set", "stop.iterations=2", cwd=CTE_POWER, env=job_env)
+    info = slurm.wait(job, timeout=300)
+    out = job_log("sac-humanoid", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("sac-humanoid", job, "err")
+    assert f"the Slurm allocation of job {job}" in out and "SLURM_CPUS_PER_TASK=2" in out, "Ray sized to the allocation"
+    experiment = Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"sac-{job}"
+    trial = only_trial(experiment)
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2]
+    assert list(trial.glob("checkpoint_*/rllib_checkpoint.json"))
+
+
+def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/distributed/ppo-2nodes.sh", *TINY_PPO_SETS, "--set", "stop.iterations=12", cwd=CTE_POWER, env=job_env
+    )
+    report = CTE_POWER / "jobs" / "out" / f"ppo-2nodes-{job}.cluster.json"
+    deadline = time.time() + 240
+    while not report.exists() and time.time() < deadline and slurm.state(job).get("JobState") in ("PENDING", "RUNNING"):
+        time.sleep(1)
+    assert report.exists(), job_log("ppo-2nodes", job) + job_log("ppo-2nodes", job, "err")
+    cluster = json.loads(report.read_text())
+    assert len(cluster["nodes"]) == 2 and cluster["address"].endswith(f":{20000 + int(job) % 1000}"), cluster
+
+    # While the job runs, clients without its token are refused.
+    for auth in ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, {"RAY_AUTH_MODE": "disabled"}):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | auth
+        probe = subprocess.run(
+            [sys.executable, "-c", f"import ray; ray.init(address='{cluster['address']}', _node_ip_address='127.0.0.2'); print(ray.nodes())"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert probe.returncode != 0, f"connected without the job's token ({auth})"
+        assert "NodeID" not in probe.stdout
+
+    info = slurm.wait(job, timeout=300)
+    out = job_log("ppo-2nodes", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("ppo-2nodes", job, "err")
+    assert "Ray cluster up: 2 node(s)" in out and "attached to the Ray cluster" in out and "Ray cluster stopped" in out
+    results = results_of(only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}"))
+    placement = results[-1]["placement"]
+    node_ids = {n["node_id"] for n in cluster["nodes"]}
+    runner_nodes = set(placement["env_runner_nodes"].split(","))
+    assert runner_nodes == node_ids, "env runners ran on both nodes"
+    assert placement["driver_node"] in node_ids
+    assert not list(Path(job_env["DDRL_TOKEN_DIR"]).glob("*.token")), "the job's token is removed on exit"
+
+
+def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/pybullet-envs/ppo.sh", *TINY_PPO_SETS, "--set", "stop.iterations=8", "--set", "checkpoint.every=100",
+        cwd=CTE_POWER, env=job_env,
+    )
+    deadline = time.time() + 240
+    while job_log("ppo-humanoid", job).count("\niter ") < 2:
+        assert time.time() < deadline and slurm.state(job).get("JobState") in ("PENDING", "RUNNING"), job_log("ppo-humanoid", job)
+        time.sleep(0.5)
+    slurm.run(["scancel", "--signal=USR1", "--batch", job])  # what Slurm sends at --signal=B:USR1@300
+
+    deadline = time.time() + 300
+    while slurm.state(job).get("Restarts", "0") == "0" or slurm.state(job).get("JobState") == "RUNNING":
+        assert time.time() < deadline, job_log("ppo-humanoid", job)
+        time.sleep(1)
+    slurm.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=False)  # skip Slurm's requeue delay
+    info = slurm.wait(job, timeout=400)
+    out = job_log("ppo-humanoid", job)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    assert "checkpointing before the time limit" in out and f"requeueing job {job}" in out and "resuming" in out
+    first_run, second_run = out.split("requeueing job")
+    before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
+    after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
+    assert after[0] == before[-1] + 1 and after[-1] == 8, (before, after)
+
+
+def test_scaling_job_sweeps_env_runners_that_fit_the_allocation(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/scaling/ppo.sh", *TINY_PPO_SETS, cwd=CTE_POWER,
+        env=job_env | {"DDRL_SCALING_ITERATIONS": "2"}, options=("--cpus-per-task=2",),
+    )
+    info = slurm.wait(job, timeout=300)
+    out = job_log("scaling-ppo", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("scaling-ppo", job, "err")
+    assert "scaling sweep over env runners 1 " in out, "2 CPUs hold 1 runner + the driver"
+    trial = only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"scaling-ppo-{job}")
+    assert json.loads((trial / "params.json").read_text())["num_env_runners"] == 1
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2]
+
+
+def test_job_file_runs_with_plain_bash_without_slurm(job_env, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))} | job_env | {"DDRL_NAME": "plain"}
+    proc = subprocess.run(
+        ["bash", "jobs/gym/td3.sh", "--set", "stop.env_steps=600", "--set", "training.num_steps_sampled_before_learning_starts=256",
+         "--set", "training.actor_hiddens=[32]", "--set", "training.critic_hiddens=[32]",
+         "--set", "reporting.min_sample_timesteps_per_iteration=256"],
+        cwd=CTE_POWER, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "job none" in proc.stdout and "started a local Ray" in proc.stdout
+    results = results_of(only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "gym" / "plain"))
+    assert results[-1]["num_env_steps_sampled_lifetime"] >= 600
