@@ -31,6 +31,7 @@ ReturnToService=2
 SlurmUser=root
 SlurmctldPort={ctld_port}
 MinJobAge=600
+FirstJobId={first_job_id}
 StateSaveLocation={dir}/state
 SlurmctldPidFile={dir}/slurmctld.pid
 SlurmctldLogFile={dir}/slurmctld.log
@@ -63,7 +64,11 @@ class SlurmCluster:
     def start(self, timeout: float = 60) -> None:
         (self.dir / "state").mkdir(parents=True, exist_ok=True)
         self.conf.write_text(
-            SLURM_CONF.format(dir=self.dir, ctld_port=self.ctld_port, node_port=self.node_port, node_port_end=self.node_port + 1)
+            SLURM_CONF.format(
+                dir=self.dir, ctld_port=self.ctld_port, node_port=self.node_port, node_port_end=self.node_port + 1,
+                # job ids unique across test runs: their logs share cte-power/jobs/out/
+                first_job_id=int(time.time()) % 10_000_000 + 1000,
+            )
         )
         self._start_munge()
         self._daemon(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld")

@@ -61,7 +61,7 @@ def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env):
 
 def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(slurm, job_env):
     job = slurm.sbatch(
-        "jobs/distributed/ppo-2nodes.sh", *TINY_PPO_SETS, "--set", "stop.iterations=12", cwd=CTE_POWER, env=job_env
+        "jobs/distributed/ppo-2nodes.sh", *TINY_PPO_SETS, "--set", "stop.iterations=40", cwd=CTE_POWER, env=job_env
     )
     report = CTE_POWER / "jobs" / "out" / f"ppo-2nodes-{job}.cluster.json"
     deadline = time.time() + 240
@@ -71,15 +71,26 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
     cluster = json.loads(report.read_text())
     assert len(cluster["nodes"]) == 2 and cluster["address"].endswith(f":{20000 + int(job) % 1000}"), cluster
 
-    # While the job runs, clients without its token are refused.
-    for auth in ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, {"RAY_AUTH_MODE": "disabled"}):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | auth
-        probe = subprocess.run(
-            [sys.executable, "-c", f"import ray; ray.init(address='{cluster['address']}', _node_ip_address='127.0.0.2'); print(ray.nodes())"],
-            env=env, capture_output=True, text=True, timeout=120,
+    # While the job runs, clients without its token are refused, and (the control) one with it connects.
+    token = Path(job_env["DDRL_TOKEN_DIR"]) / f"ddrl-job-{job}.token"
+    assert token.exists() and token.stat().st_mode & 0o077 == 0, "the token file is readable only by its user"
+    attempts = {
+        "wrong token": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
+        "no token": {"RAY_AUTH_MODE": "disabled"},
+        "the job's token": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)},
+    }
+    connect = f"import ray; ray.init(address='{cluster['address']}', _node_ip_address='127.0.0.2'); print('CONNECTED', len(ray.nodes()))"
+    probes = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", connect], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | auth,
         )
-        assert probe.returncode != 0, f"connected without the job's token ({auth})"
-        assert "NodeID" not in probe.stdout
+        for name, auth in attempts.items()
+    }
+    outcome = {name: probe.communicate(timeout=120)[0] for name, probe in probes.items()}
+    assert "CONNECTED 2" in outcome["the job's token"], outcome["the job's token"][-2000:]
+    for name in ("wrong token", "no token"):
+        assert "CONNECTED" not in outcome[name] and probes[name].returncode != 0, name
 
     info = slurm.wait(job, timeout=300)
     out = job_log("ppo-2nodes", job)
