@@ -66,6 +66,21 @@ STOP_ALIASES = {
     "training_iteration": "iterations",
     "time_total_s": "time_s",
 }
+
+
+def result_value(result: dict, key: str):
+    """A value of a (nested) Tune result by its flattened key ("env_runners/episode_return_mean");
+    None when missing or NaN (no episode finished yet)."""
+    value = result
+    for part in key.split("/"):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
 CHECKPOINT_DEFAULTS = {"every": 10, "at_end": True, "keep": None}
 TUNE_DEFAULTS = {"num_samples": 1, "max_failures": 0, "max_concurrent_trials": None}
 TOP_LEVEL_KEYS = ("name", "description", "env", "algorithm", "stop", "checkpoint", "tune")

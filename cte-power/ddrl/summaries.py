@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ddrl.config import result_value
 from ddrl.errors import UserError
 
 #: column -> path in a result dict
@@ -51,15 +52,6 @@ def env_slug(env_id: str) -> str:
     return name.lower() or env_id.lower()
 
 
-def _get(result: dict, path: str):
-    value = result
-    for part in path.split("/"):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def trial_dirs(experiment: Path) -> list[Path]:
     return sorted(p.parent for p in Path(experiment).glob("*/result.json"))
 
@@ -71,7 +63,7 @@ def summarize_trial(trial: Path) -> pd.DataFrame:
         if not line.strip():
             continue
         result = json.loads(line)
-        row = {name: _get(result, path) for name, path in METRICS.items()}
+        row = {name: result_value(result, path) for name, path in METRICS.items()}
         calls = row.pop("training_step_calls") or 1
         for timer in TIMER_COLUMNS:  # per iteration, not per call
             if row[timer] is not None:

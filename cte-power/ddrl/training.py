@@ -7,7 +7,6 @@ with ``progress.csv``, ``result.json``, ``params.json`` and ``checkpoint_NNNNNN/
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from ddrl import environments
 from ddrl.algorithms import get_algorithm_class
-from ddrl.config import STOP_METRICS, Experiment, build_algorithm_config, dump_yaml
+from ddrl.config import STOP_METRICS, Experiment, build_algorithm_config, dump_yaml, result_value
 from ddrl.errors import UserError
 
 EXPERIMENT_FILE = "experiment.yaml"
@@ -88,23 +87,12 @@ def make_stopper(stop: dict[str, float]):
             self.thresholds = {STOP_METRICS[k]: v for k, v in thresholds.items()}
 
         def __call__(self, trial_id, result) -> bool:
-            return any(_lookup(result, key) is not None and _lookup(result, key) >= limit for key, limit in self.thresholds.items())
+            return any(result_value(result, key) is not None and result_value(result, key) >= limit for key, limit in self.thresholds.items())
 
         def stop_all(self) -> bool:
             return False
 
     return ThresholdStopper(stop)
-
-
-def _lookup(result: dict, key: str):
-    value = result
-    for part in key.split("/"):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
 
 
 def make_progress_printer():
@@ -121,11 +109,11 @@ def make_progress_printer():
             _say(f"trial {trial.trial_id} started: {trial.config.get('env')} ({trial.trainable_name})")
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
-            ret = _lookup(result, STOP_METRICS["mean_return"])
+            ret = result_value(result, STOP_METRICS["mean_return"])
             prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
             _say(
                 f"{prefix}iter {result.get('training_iteration', 0):>4} | "
-                f"env steps {int(_lookup(result, STOP_METRICS['env_steps']) or 0):>9,} | "
+                f"env steps {int(result_value(result, STOP_METRICS['env_steps']) or 0):>9,} | "
                 f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'} | "
                 f"{result.get('time_this_iter_s', 0):6.2f} s/iter"
             )
@@ -238,7 +226,7 @@ def _report(results, path: Path, seconds: float) -> int:
     failed = 0
     for result in results:
         trial_dir = Path(result.path)
-        ret = _lookup(result.metrics or {}, STOP_METRICS["mean_return"])
+        ret = result_value(result.metrics or {}, STOP_METRICS["mean_return"])
         checkpoint = result.checkpoint.path if result.checkpoint else "none"
         status = "ERROR" if result.error else "done"
         failed += bool(result.error)
