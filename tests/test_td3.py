@@ -7,7 +7,7 @@ import torch
 
 from ddrl.td3 import DDPGConfig, TD3Config
 from ddrl.td3.learner import smoothed_target_actions, soft_update, td_targets
-from ddrl.td3.replay import TransitionBuffer
+from ddrl.replay import TransitionBuffer
 from ddrl.td3.rl_module import TD3TorchRLModule
 
 from ray.rllib.core.columns import Columns

@@ -3,8 +3,10 @@
 - ``algorithm``: ``TD3Config``/``TD3`` (SAC subclasses) and ``DDPGConfig``/``DDPG``; the lean
   training step (sample, then many updates in one learner call);
 - ``rl_module``: deterministic tanh actor, one or two critics and their targets;
-- ``learner``: the update (target smoothing, min of twin targets, delayed actor/targets);
-- ``replay``: a transition ring buffer of tensors that lives inside the learner.
+- ``learner``: the update (target smoothing, min of twin targets, delayed actor/targets).
+
+The lean training step and the replay buffer live in ``ddrl.offpolicy`` and ``ddrl.replay``, for
+any off-policy algorithm whose learner has a ``lean_update``.
 """
 
 from ddrl.td3.algorithm import DDPG, TD3, DDPGConfig, TD3Config

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
-from ddrl.td3.replay import TransitionBuffer
+from ddrl.replay import TransitionBuffer
 
 
 # ------------------------------------------------------------------- the TD3 mechanisms

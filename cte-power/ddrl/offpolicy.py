@@ -1,0 +1,85 @@
+"""The lean off-policy training step shared by our TD3/DDPG and SAC.
+
+Each training step samples ``rollout_fragment_length`` env steps per env (from every env runner),
+turns the new episode chunks into transitions, and makes ONE learner call that stores them in the
+learner's replay buffer (``ddrl.replay``) and runs ``replay_ratio()`` gradient updates per new env
+step. RLlib's stock path pays a connector pipeline, an episode-replay sample and a metrics
+reduction for every single update; here they are paid once per call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TIMERS,
+)
+
+
+class LeanOffPolicy:
+    """Mixin for an RLlib Algorithm whose learner has ``lean_update(transitions, num_updates)``
+    and whose config has ``replay_ratio()`` (gradient updates per env step)."""
+
+    def setup(self, config) -> None:
+        super().setup(config)
+        self._pending_updates = 0.0  # fractional updates carried to the next step
+
+    def training_step(self) -> None:
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            episodes, env_runner_results = synchronous_parallel_sample(
+                worker_set=self.env_runner_group,
+                concat=True,
+                sample_timeout_s=self.config.sample_timeout_s,
+                _uses_new_env_runners=True,
+                _return_metrics=True,
+            )
+        self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+        transitions = episodes_to_transitions(episodes)
+
+        sampled_lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        if sampled_lifetime >= self.config.num_steps_sampled_before_learning_starts:
+            self._pending_updates += len(transitions["rewards"]) * self.config.replay_ratio()
+        num_updates = int(self._pending_updates)
+        self._pending_updates -= num_updates
+
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            results = self.learner_group.foreach_learner(
+                lambda learner, **kw: learner.lean_update(**kw), transitions=transitions, num_updates=num_updates
+            )
+        stats = next(iter(results)).get()  # one learner
+        if stats:
+            self.metrics.log_dict(stats, key=(LEARNER_RESULTS, DEFAULT_MODULE_ID), window=1)
+            with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+                self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
+
+
+def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
+    """(obs, action, reward, next obs, terminated) rows from sampled single-agent episode chunks.
+
+    A chunk cut by the time limit (truncated) keeps ``terminated = 0``, so its last value is
+    bootstrapped; only a true terminal state stops bootstrapping.
+    """
+    parts = {k: [] for k in ("obs", "actions", "rewards", "next_obs", "terminateds")}
+    for episode in episodes:
+        steps = len(episode)
+        if steps == 0:
+            continue
+        observations = np.asarray(episode.get_observations(slice(0, steps + 1)), dtype=np.float32)
+        parts["obs"].append(observations[:-1].reshape(steps, -1))
+        parts["next_obs"].append(observations[1:].reshape(steps, -1))
+        parts["actions"].append(np.asarray(episode.get_actions(slice(0, steps)), dtype=np.float32).reshape(steps, -1))
+        parts["rewards"].append(np.asarray(episode.get_rewards(slice(0, steps)), dtype=np.float32))
+        terminateds = np.zeros(steps, dtype=np.float32)
+        terminateds[-1] = float(episode.is_terminated)
+        parts["terminateds"].append(terminateds)
+    if not parts["rewards"]:
+        return {k: np.zeros((0,), np.float32) for k in parts}
+    return {k: np.concatenate(v) for k, v in parts.items()}
