@@ -1,4 +1,4 @@
-"""The command line shared by every per-toolkit train script (``scripts/train/train-*.py``)."""
+"""The command line shared by the train, render and plot scripts (``scripts/*/*.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,21 @@ from pathlib import Path
 
 from ddrl import paths, resources
 from ddrl.errors import UserError
+
+
+def report_errors(main):
+    """Decorate a script's main(argv): a UserError becomes one 'error:' line and exit code 2."""
+    import functools
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return err.exit_code
+
+    return wrapper
 
 
 def train_parser(toolkit: str, default_config: str, description: str) -> argparse.ArgumentParser:
@@ -57,50 +72,47 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
     return parser
 
 
+@report_errors
 def run_training(toolkit: str, args: argparse.Namespace) -> int:
     """Validate everything, then start Ray and train. Bad input exits with code 2 before Ray starts."""
     from ddrl.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
+    from ddrl import config, training
+
+    overrides = list(args.overrides)
+    if args.num_samples is not None:
+        overrides.append(f"tune.num_samples={args.num_samples}")
+    experiment = config.load_experiment(paths.resolve_config_path(args.config), toolkit, overrides)
+    results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+    if args.resume_if_exists:
+        if not args.name:
+            raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
+        args.resume = bool(list((results_dir / args.name).glob("experiment_state-*.json")))
+    path = _experiment_path(results_dir, experiment, args, training)
+    training.check_can_start(path, experiment, args.resume)
+    needed = resources.required_per_trial(experiment)
+    granted = None if _attaching() else resources.available()
+    if granted:
+        resources.check_fits(needed, granted)
+
+    if args.dry_run:
+        print(config.dump_yaml(experiment.to_dict()))
+        trials = experiment.num_variants() * experiment.tune["num_samples"]
+        print(f"# trials: {trials}; each needs {needed}")
+        print(f"# available: {granted or 'the Ray cluster at $RAY_ADDRESS'}" + (f" ({granted.source})" if granted else ""))
+        print(f"# results would go to: {path}")
+        return 0
+
+    from ddrl import ray_runtime
+
+    print(ray_runtime.start_ray(granted), flush=True)
     try:
-        from ddrl import config, training
-
-        overrides = list(args.overrides)
-        if args.num_samples is not None:
-            overrides.append(f"tune.num_samples={args.num_samples}")
-        experiment = config.load_experiment(paths.resolve_config_path(args.config), toolkit, overrides)
-        results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
-        if args.resume_if_exists:
-            if not args.name:
-                raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
-            args.resume = bool(list((results_dir / args.name).glob("experiment_state-*.json")))
-        path = _experiment_path(results_dir, experiment, args, training)
-        training.check_can_start(path, experiment, args.resume)
-        needed = resources.required_per_trial(experiment)
-        granted = None if _attaching() else resources.available()
-        if granted:
-            resources.check_fits(needed, granted)
-
-        if args.dry_run:
-            print(config.dump_yaml(experiment.to_dict()))
-            trials = experiment.num_variants() * experiment.tune["num_samples"]
-            print(f"# trials: {trials}; each needs {needed}")
-            print(f"# available: {granted or 'the Ray cluster at $RAY_ADDRESS'}" + (f" ({granted.source})" if granted else ""))
-            print(f"# results would go to: {path}")
-            return 0
-
-        from ddrl import ray_runtime
-
-        print(ray_runtime.start_ray(granted), flush=True)
-        try:
-            if granted is None:
-                resources.check_fits(needed, resources.ray_cluster())
-            return training.run(experiment, path, resume=args.resume)
-        finally:
-            ray_runtime.stop_ray()
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
+        if granted is None:
+            resources.check_fits(needed, resources.ray_cluster())
+        return training.run(experiment, path, resume=args.resume)
+    finally:
+        ray_runtime.stop_ray()
 
 
 def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
@@ -148,61 +160,44 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+@report_errors
 def run_render(toolkit: str, args: argparse.Namespace) -> int:
     """Find the checkpoint, check everything, then load the policy and record the video."""
     from ddrl.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
-    try:
-        from ddrl import rendering
+    from ddrl import rendering
 
-        for name in ("episodes", "fps", "width", "height"):
-            if getattr(args, name) < 1:
-                raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}.")
-        results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
-        info = rendering.locate(args.checkpoint, toolkit, results_dir, best=args.best)
-        rendering.check_toolkit(info, toolkit)
-        output = args.output or rendering.default_output(paths.REPO_DIR / "figures" / "videos", info)
-        rendering.check_output(output)
-        print(f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True)
+    for name in ("episodes", "fps", "width", "height"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+    results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+    info = rendering.locate(args.checkpoint, toolkit, results_dir, best=args.best)
+    rendering.check_toolkit(info, toolkit)
+    output = args.output or rendering.default_output(paths.REPO_DIR / "figures" / "videos", info)
+    rendering.check_output(output)
+    print(f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True)
 
-        policy = rendering.Policy(info.checkpoint)
-        env = rendering.make_render_env(toolkit, info.env, info.env_config, args.width, args.height)
-        from tqdm import tqdm
+    policy = rendering.Policy(info.checkpoint)
+    env = rendering.make_render_env(toolkit, info.env, info.env_config, args.width, args.height)
+    from tqdm import tqdm
 
-        limit = args.max_steps or env.spec.max_episode_steps
-        writer = rendering.VideoWriter(output, args.fps)
-        with tqdm(total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording") as bar:
+    limit = args.max_steps or env.spec.max_episode_steps
+    writer = rendering.VideoWriter(output, args.fps)
+    with tqdm(total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording") as bar:
 
-            def on_frame(frame):
-                writer(frame)
-                bar.update()
+        def on_frame(frame):
+            writer(frame)
+            bar.update()
 
-            try:
-                stats = rendering.play(env, policy, args.episodes, args.max_steps, args.seed, args.stochastic, on_frame)
-            finally:
-                writer.close()
-                env.close()
-        for s in stats:
-            print(f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}")
-        summary = rendering.write_summary(output, info, stats, args.stochastic, writer.frames, args.fps)
-        print(f"video: {output} ({writer.frames} frames)\nsummary: {summary}")
-        return 0
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
-
-
-def report_errors(main):
-    """Decorate a script's main(argv): a UserError becomes one 'error:' line and exit code 2."""
-    import functools
-
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs) -> int:
         try:
-            return main(*args, **kwargs)
-        except UserError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return err.exit_code
+            stats = rendering.play(env, policy, args.episodes, args.max_steps, args.seed, args.stochastic, on_frame)
+        finally:
+            writer.close()
+            env.close()
+    for s in stats:
+        print(f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}")
+    summary = rendering.write_summary(output, info, stats, args.stochastic, writer.frames, args.fps)
+    print(f"video: {output} ({writer.frames} frames)\nsummary: {summary}")
+    return 0
 
-    return wrapper
