@@ -1,8 +1,6 @@
 """Summaries, speed-up tables, plots and cost: from a real tiny training and the thesis's CSV."""
 
-import shutil
 
-import matplotlib
 import numpy as np
 import pandas as pd
 import pytest

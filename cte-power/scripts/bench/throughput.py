@@ -13,8 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 
 from ddrl import config, environments, paths, ray_runtime, resources
 
