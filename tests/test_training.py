@@ -105,19 +105,19 @@ def test_resume_after_kill_continues_from_last_checkpoint(tmp_path):
         os.killpg(first.pid, signal.SIGKILL)  # the process group we started: driver and its Ray
         first.wait()
     trial = only_trial(experiment)
-    before = [r["training_iteration"] for r in results_of(trial)]
-    assert 2 <= max(before) < 7, before
+    # result.json may not be flushed before a SIGKILL: the checkpoint folders say how far it got
+    saved = sorted(int(p.name.split("_")[1]) for p in trial.glob("checkpoint_*"))
+    assert saved and 2 <= max(saved) < 6, saved
 
     proc = run_script(TRAIN_BULLET, *args, "--resume", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "resuming" in proc.stdout
     resumed = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("iter ")]
-    # restored from a checkpoint of iteration >= 2 (checkpoint_000001 or later), nothing skipped
-    assert 3 <= resumed[0] <= max(before) + 1, (before, resumed)
+    # checkpoint_00000k holds iteration k+1: restored from checkpoint_000001 or later, nothing skipped
+    assert 3 <= resumed[0] <= max(saved) + 2, (saved, resumed)
     assert resumed == list(range(resumed[0], 8)), resumed
     assert only_trial(experiment) == trial, "resume continues the same trial"
-    after = [r["training_iteration"] for r in results_of(trial)]
-    assert after[: len(before)] == before and after[-1] == 7
+    assert results_of(trial)[-1]["training_iteration"] == 7
 
 
 def test_resume_with_changed_settings_is_refused(tmp_path):
