@@ -46,7 +46,10 @@ ddrl_train() {
     trap - USR1
     if [ "$status" -eq 3 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
         echo "ddrl: checkpointed; requeueing job $SLURM_JOB_ID to resume $name"
-        scontrol requeue "$SLURM_JOB_ID"
+        if scontrol requeue "$SLURM_JOB_ID"; then
+            # Slurm ends this run as it requeues the job; exiting first would end the job as FAILED.
+            sleep 300
+        fi
     fi
     return "$status"
 }
