@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -92,7 +91,9 @@ def run_training(toolkit: str, args: argparse.Namespace) -> int:
     path = _experiment_path(results_dir, experiment, args, training)
     training.check_can_start(path, experiment, args.resume)
     needed = resources.required_per_trial(experiment)
-    granted = None if _attaching() else resources.available()
+    from ddrl import ray_runtime
+
+    granted = None if ray_runtime.attaching() else resources.available()
     if granted:
         resources.check_fits(needed, granted)
 
@@ -103,8 +104,6 @@ def run_training(toolkit: str, args: argparse.Namespace) -> int:
         print(f"# available: {granted or 'the Ray cluster at $RAY_ADDRESS'}" + (f" ({granted.source})" if granted else ""))
         print(f"# results would go to: {path}")
         return 0
-
-    from ddrl import ray_runtime
 
     print(ray_runtime.start_ray(granted), flush=True)
     try:
@@ -125,10 +124,6 @@ def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
             raise UserError(f"no experiment of config '{stem}' in {results_dir} to resume. Drop --resume to start one.")
         return latest
     return training.experiment_dir(results_dir, f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
-
-
-def _attaching() -> bool:
-    return os.environ.get("RAY_ADDRESS", "local") != "local"
 
 
 def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:

@@ -18,6 +18,11 @@ def default_temp_dir() -> str:
     return temp_dir if len(temp_dir) <= MAX_TEMP_DIR_LENGTH else f"/tmp/ray-{os.getuid()}"
 
 
+def attaching() -> bool:
+    """Whether start_ray will join the cluster in RAY_ADDRESS rather than start a local Ray."""
+    return os.environ.get("RAY_ADDRESS", "local") != "local"
+
+
 def start_ray(resources: Resources | None = None) -> str:
     """Connect to ``RAY_ADDRESS`` if set, else start a local Ray with ``resources``.
 
@@ -26,8 +31,8 @@ def start_ray(resources: Resources | None = None) -> str:
     import ray
 
     runtime_env = {"worker_process_setup_hook": "ddrl.ray_runtime.quiet_rllib_notices"}
-    address = os.environ.get("RAY_ADDRESS")
-    if address and address != "local":
+    if attaching():
+        address = os.environ["RAY_ADDRESS"]
         # DDRL_NODE_IP: the address the job's launcher pinned its nodes to (one-host clusters)
         node_ip = {"_node_ip_address": os.environ["DDRL_NODE_IP"]} if os.environ.get("DDRL_NODE_IP") else {}
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env, **node_ip)
