@@ -11,10 +11,12 @@ DEMO_SECONDS ?= 180
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
 
-$(STAMP): requirements.txt pyproject.toml
+NOTEBOOK_REQUIREMENTS := aws-sagemaker/rl-ray-pybullet/requirements.txt
+
+$(STAMP): requirements.txt $(NOTEBOOK_REQUIREMENTS) pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --quiet pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r $(NOTEBOOK_REQUIREMENTS)
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
