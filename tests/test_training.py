@@ -25,7 +25,8 @@ TINY_SAC = [
     "--config", "trainings/pybullet-envs/sac.yaml",
     "--set", "training.num_steps_sampled_before_learning_starts=50",
     "--set", "training.train_batch_size_per_learner=32",
-    "--set", "rl_module.model_config.fcnet_hiddens=[32,32]",
+    "--set", "training.actor_hiddens=[32]",
+    "--set", "training.critic_hiddens=[32]",
     "--set", "reporting.min_sample_timesteps_per_iteration=40",
     "--set", "reporting.min_time_s_per_iteration=0",
 ]

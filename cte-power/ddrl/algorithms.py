@@ -14,7 +14,8 @@ from ddrl.errors import UserError
 #: name -> "module:ClassName"
 ALGORITHMS: dict[str, str] = {
     "PPO": "ray.rllib.algorithms.ppo:PPO",
-    "SAC": "ray.rllib.algorithms.sac:SAC",
+    "SAC": "ddrl.sac:SAC",  # ours: RLlib's SAC with the lean update path (fast)
+    "RLlibSAC": "ray.rllib.algorithms.sac:SAC",  # RLlib's stock SAC, the slow reference
     "TD3": "ddrl.td3:TD3",  # ours: removed from RLlib in 2.11
     "DDPG": "ddrl.td3:DDPG",
 }

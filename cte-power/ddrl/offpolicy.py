@@ -10,7 +10,9 @@ reduction for every single update; here they are paid once per call.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
@@ -22,6 +24,8 @@ from ray.rllib.utils.metrics import (
     SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
 )
+
+from ddrl.replay import TransitionBuffer
 
 
 class LeanOffPolicy:
@@ -83,3 +87,35 @@ def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
     if not parts["rewards"]:
         return {k: np.zeros((0,), np.float32) for k in parts}
     return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+class LeanOffPolicyLearner(TorchLearner):
+    """Base of a learner with ``lean_update``: owns the replay buffer (saved in checkpoints when
+    ``store_buffer_in_checkpoints``) and a seeded generator for minibatches and noise."""
+
+    def build(self) -> None:
+        super().build()
+        self.replay = TransitionBuffer(self.config.replay_buffer_config["capacity"], device=self._device)
+        self.generator = torch.Generator(device=self._device)
+        if self.config.seed is not None:
+            self.generator.manual_seed(int(self.config.seed))
+
+    def store_and_check_ready(self, transitions: dict | None, num_updates: int) -> bool:
+        """Add the new transitions; True if ``num_updates`` > 0 and a full minibatch is stored."""
+        if transitions is not None:
+            self.replay.add(transitions)
+        return num_updates > 0 and len(self.replay) >= self.config.train_batch_size_per_learner
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        raise NotImplementedError(f"{type(self).__name__} trains through lean_update, not Learner.update")
+
+    def get_state(self, *args, **kwargs):
+        state = super().get_state(*args, **kwargs)
+        if self.config.store_buffer_in_checkpoints:
+            state["replay_buffer"] = self.replay.get_state()
+        return state
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if "replay_buffer" in state:
+            self.replay.set_state(state["replay_buffer"])

@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
-from ddrl.replay import TransitionBuffer
+from ddrl.networks import soft_update
+from ddrl.offpolicy import LeanOffPolicyLearner
 
 
 # ------------------------------------------------------------------- the TD3 mechanisms
@@ -36,21 +36,7 @@ def td_targets(module, batch: dict, gamma: float, noise_std: float, noise_clip: 
         return batch["rewards"] + gamma * (1.0 - batch["terminateds"]) * next_q
 
 
-@torch.no_grad()
-def soft_update(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
-    """target <- tau * source + (1 - tau) * target."""
-    for t, s in zip(target.parameters(), source.parameters()):
-        t.lerp_(s, tau)
-
-
-class TD3TorchLearner(TorchLearner):
-    def build(self) -> None:
-        super().build()
-        self.replay = TransitionBuffer(self.config.replay_buffer_config["capacity"], device=self._device)
-        self.generator = torch.Generator(device=self._device)
-        if self.config.seed is not None:
-            self.generator.manual_seed(int(self.config.seed))
-
+class TD3TorchLearner(LeanOffPolicyLearner):
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         module = self._module[module_id]
         for name, params, lr in (
@@ -65,21 +51,16 @@ class TD3TorchLearner(TorchLearner):
                 lr_or_lr_schedule=lr,
             )
 
-    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        raise NotImplementedError("TD3/DDPG train through TD3TorchLearner.lean_update, not Learner.update")
-
     @property
     def td3_module(self):
         return self._module[DEFAULT_MODULE_ID].unwrapped()
 
     def lean_update(self, transitions: dict | None, num_updates: int) -> dict:
         """Store new transitions, then run ``num_updates`` critic updates (and the delayed actor ones)."""
-        if transitions is not None:
-            self.replay.add(transitions)
+        if not self.store_and_check_ready(transitions, num_updates):
+            return {}
         config = self.config
         batch_size = config.train_batch_size_per_learner
-        if num_updates <= 0 or len(self.replay) < batch_size:
-            return {}
         module = self.td3_module
         module.uniform_exploration.fill_(0.0)  # learning has started: explore around the actor
         critic_opt = self.get_optimizer(DEFAULT_MODULE_ID, "critic")
@@ -119,14 +100,3 @@ class TD3TorchLearner(TorchLearner):
         if actor_losses:
             stats["actor_loss"] = torch.stack(actor_losses).mean().item()
         return stats
-
-    def get_state(self, *args, **kwargs):
-        state = super().get_state(*args, **kwargs)
-        if self.config.store_buffer_in_checkpoints:
-            state["replay_buffer"] = self.replay.get_state()
-        return state
-
-    def set_state(self, state) -> None:
-        super().set_state(state)
-        if "replay_buffer" in state:
-            self.replay.set_state(state["replay_buffer"])

@@ -18,18 +18,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
-
-
-def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str, output: nn.Module | None = None) -> nn.Sequential:
-    layers, last = [], in_dim
-    for width in hiddens:
-        layers += [nn.Linear(last, width), ACTIVATIONS[activation]()]
-        last = width
-    layers.append(nn.Linear(last, out_dim))
-    if output is not None:
-        layers.append(output)
-    return nn.Sequential(*layers)
+from ddrl.networks import mlp, q_values
 
 
 class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
@@ -78,5 +67,4 @@ class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
         return {Columns.ACTIONS: self.actor(self._obs(batch))}
 
     def q_values(self, critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
-        inputs = torch.cat([obs, actions], dim=-1)
-        return [critic(inputs).squeeze(-1) for critic in critics]
+        return q_values(critics, obs, actions)

@@ -1,94 +1,96 @@
-"""Throughput on HumanoidBulletEnv-v0: raw environment steps/s, and end-to-end env steps/s of our
-training (shipped configs, one gradient update of batch 256 per env step for SAC and TD3).
+"""Throughput against the machine's limits, on HumanoidBulletEnv-v0 with the shipped configs.
+
+Measures, in one run: raw env steps/s (random actions, one process); the sampling rate of one
+RLlib env runner of the PPO config; a plain-PyTorch reference loop per algorithm doing the same
+work (SAC/TD3: one env step + one update of batch 256 per step; PPO: one iteration); our
+end-to-end training; the ratios against the targets; the peak memory of the largest process.
 
 Run from cte-power/:   python scripts/bench/throughput.py
-Prints one table and writes it to results/bench/throughput-<host>-<date>.csv.
+Writes the table to results/bench/throughput-<host>-<date>.csv.
 """
 
 import argparse
-import csv
 import platform
 import socket
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 
-from ddrl import config, environments, paths, ray_runtime, resources
+from ddrl import benchmarks, config, paths, ray_runtime, resources
 
-ENV_ID = "HumanoidBulletEnv-v0"
+TOOLKIT = "pybullet-envs"
 CONFIGS = {"PPO": "ppo.yaml", "SAC": "sac.yaml", "TD3": "td3.yaml"}
-# Start learning at once so that every timed step pays for its gradient update.
-LEARN_NOW = {"SAC": ["training.num_steps_sampled_before_learning_starts=256"],
-             "TD3": ["training.num_steps_sampled_before_learning_starts=256"]}
+# Start learning at once so that every timed env step pays for its gradient update.
+LEARN_NOW = ["training.num_steps_sampled_before_learning_starts=256"]
+TARGETS = {"sampling": 0.9, "PPO": 0.8, "SAC": 0.7, "TD3": 0.7}
+MEMORY_LIMIT_MIB = 2048
 
 
-def raw_env_steps_per_second(seconds: float) -> float:
-    """Random actions in one process: the upper limit for sampling on one core."""
-    env = environments.make_env("pybullet-envs", ENV_ID)
-    env.reset(seed=0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-    rate = steps / (time.perf_counter() - start)
-    env.close()
-    return rate
-
-
-def end_to_end(algorithm: str, iterations: int) -> dict:
-    """Env steps/s (and gradient updates/s) over ``iterations`` timed training iterations."""
-    experiment = config.load_experiment(
-        paths.TRAININGS_DIR / "pybullet-envs" / CONFIGS[algorithm], "pybullet-envs", LEARN_NOW.get(algorithm, [])
-    )
-    environments.register_env("pybullet-envs", experiment.env)
-    algo = config.build_algorithm_config(experiment).build()
-    try:
-        for _ in range(2):  # warm-up: fill the replay buffer past learning starts, JIT caches
-            before = algo.train()
-        start = time.perf_counter()
-        for i in range(iterations):
-            after = algo.train()
-            print(f"  {algorithm} iteration {i + 1}/{iterations}: {after['time_this_iter_s']:.1f} s", flush=True)
-        seconds = time.perf_counter() - start
-    finally:
-        algo.stop()
-    steps = after["num_env_steps_sampled_lifetime"] - before["num_env_steps_sampled_lifetime"]
-    return {"algorithm": algorithm, "env_steps_per_s": steps / seconds, "env_steps": steps, "seconds": seconds}
+def load(algorithm: str, overrides=()):
+    path = paths.TRAININGS_DIR / TOOLKIT / CONFIGS[algorithm]
+    return config.load_experiment(path, TOOLKIT, [*(LEARN_NOW if algorithm != "PPO" else []), *overrides])
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithms", nargs="+", default=["SAC", "TD3"], choices=list(CONFIGS))
-    parser.add_argument("--iterations", type=int, default=2, help="timed iterations per algorithm (default 2)")
-    parser.add_argument("--raw-seconds", type=float, default=5.0, help="seconds of raw env stepping (default 5)")
+    parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--iterations", type=int, default=2, help="timed training iterations per algorithm (default 2)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds of raw stepping and of sampling (default 10)")
+    parser.add_argument("--reference-steps", type=int, default=500, help="timed env steps of the SAC/TD3 reference loops")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override every config, e.g. --set training.train_batch_size_per_learner=64")
     parser.add_argument("--output", type=Path, default=None, help="CSV path (default results/bench/throughput-<host>-<date>.csv)")
     args = parser.parse_args(argv)
     ray_runtime.quiet_rllib_notices()
+    rows = []
 
-    rows = [{"measure": "raw env steps/s (random actions, 1 process)", "value": raw_env_steps_per_second(args.raw_seconds)}]
-    print(f"raw environment: {rows[0]['value']:.0f} steps/s", flush=True)
+    def record(measure, value, limit=None, target=None, unit="env steps/s"):
+        ratio = value / limit if limit else None
+        rows.append({"measure": measure, "value": round(value, 1), "unit": unit,
+                     "ratio": None if ratio is None else round(ratio, 3), "target": target,
+                     "meets_target": None if target is None else bool(ratio >= target)})
+        shown = f"{value:,.1f} {unit}" + (f"  ({ratio:.0%} of the limit, target {target:.0%})" if ratio else "")
+        print(f"{measure}: {shown}", flush=True)
+
+    env_id = load("PPO").env
+    raw = benchmarks.raw_env_rate(TOOLKIT, env_id, args.seconds)
+    record("raw env, random actions, 1 process", raw)
+    ppo = load("PPO", args.overrides)
+    envs = ppo.rllib.get("env_runners", {}).get("num_envs_per_env_runner", 1)
+    record(f"sampling, 1 env runner x {envs} envs (PPO config)", benchmarks.sampling_rate(ppo, args.seconds), raw, TARGETS["sampling"])
+
     print(ray_runtime.start_ray(resources.available()), flush=True)
     try:
         for algorithm in args.algorithms:
-            result = end_to_end(algorithm, args.iterations)
-            rows.append({"measure": f"{algorithm} end to end env steps/s", "value": result["env_steps_per_s"]})
+            experiment = load(algorithm, args.overrides)
+            training = experiment.rllib["training"]
+            if algorithm == "PPO":
+                model = experiment.rllib.get("rl_module", {}).get("model_config", {})
+                reference = benchmarks.reference_ppo_rate(TOOLKIT, env_id, training, model.get("fcnet_hiddens", [256, 256]),
+                                                          model.get("fcnet_activation", "tanh"))
+            else:
+                reference = benchmarks.reference_offpolicy_rate(TOOLKIT, env_id, algorithm, training, args.reference_steps)
+            record(f"{algorithm} plain-PyTorch reference loop", reference)
+            with benchmarks.PeakMemory() as memory:
+                ours = benchmarks.end_to_end_rate(experiment, args.iterations)
+            record(f"{algorithm} end to end (ours, Ray/RLlib)", ours, reference, TARGETS[algorithm])
+            name, peak = memory.largest()
+            rows.append({"measure": f"{algorithm} peak memory, largest process ({name})", "value": round(peak / 2**20),
+                         "unit": "MiB", "meets_target": peak / 2**20 < MEMORY_LIMIT_MIB})
+            print(f"{algorithm} peak memory: {peak / 2**20:,.0f} MiB in {name}", flush=True)
     finally:
         ray_runtime.stop_ray()
 
+    table = pd.DataFrame(rows).assign(cpus=resources.available().cpus, machine=platform.processor() or platform.machine())
     output = args.output or paths.results_root() / "bench" / f"throughput-{socket.gethostname()}-{time.strftime('%Y%m%d')}.csv"
     output.parent.mkdir(parents=True, exist_ok=True)
-    cpus = resources.available()
-    with output.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["measure", "value", "cpus", "machine"])
-        for row in rows:
-            writer.writerow({**row, "value": round(row["value"], 2), "cpus": cpus.cpus, "machine": platform.processor() or platform.machine()})
-    print(f"\n{'measure':<50} {'value':>10}")
-    for row in rows:
-        print(f"{row['measure']:<50} {row['value']:>10.1f}")
+    table.to_csv(output, index=False)
+    print("\n" + table.drop(columns=["machine"]).to_string(index=False))
     print(f"\nwritten to {output}")
+    met = table["meets_target"].dropna()
+    print(f"targets met: {int(met.sum())} of {len(met)}")
     return 0
 
 

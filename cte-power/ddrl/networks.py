@@ -1,0 +1,32 @@
+"""Plain PyTorch building blocks of our off-policy modules (TD3/DDPG, SAC)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str, output: nn.Module | None = None) -> nn.Sequential:
+    layers, last = [], in_dim
+    for width in hiddens:
+        layers += [nn.Linear(last, width), ACTIVATIONS[activation]()]
+        last = width
+    layers.append(nn.Linear(last, out_dim))
+    if output is not None:
+        layers.append(output)
+    return nn.Sequential(*layers)
+
+
+def q_values(critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
+    """Q(s, a) of each critic, shape (batch,)."""
+    inputs = torch.cat([obs, actions], dim=-1)
+    return [critic(inputs).squeeze(-1) for critic in critics]
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """target <- tau * source + (1 - tau) * target."""
+    for t, s in zip(target.parameters(), source.parameters()):
+        t.lerp_(s, tau)

@@ -1,0 +1,15 @@
+"""SAC on RLlib's new API stack with the lean off-policy path (what ``algorithm: SAC`` trains).
+
+- ``algorithm``: ``SACConfig``/``SAC``, subclasses of RLlib's, with separate actor and critic
+  layer sizes and the lean training step of ``ddrl.offpolicy``;
+- ``rl_module``: a tanh-squashed Gaussian actor, one or two critics and their targets, the
+  entropy temperature;
+- ``learner``: the update of RLlib's SAC (Huber critic loss, automatic temperature), many per
+  learner call.
+
+RLlib's stock SAC stays available as ``algorithm: RLlibSAC`` (the slow reference).
+"""
+
+from ddrl.sac.algorithm import SAC, SACConfig
+
+__all__ = ["SAC", "SACConfig"]

@@ -1,0 +1,114 @@
+"""Our SAC (RLlib's SAC with the lean update path): the module's maths, the update, the config."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ddrl import algorithms, config
+from ddrl.paths import TRAININGS_DIR
+from ddrl.sac import SACConfig
+from ddrl.sac.learner import target_entropy
+from ddrl.sac.rl_module import SACTorchRLModule
+
+OBS, ACT = gym.spaces.Box(-1, 1, (5,), np.float32), gym.spaces.Box(-2, 2, (3,), np.float32)
+
+
+def make_module(**model_config):
+    settings = {"actor_hiddens": [16], "critic_hiddens": [16], "hidden_activation": "relu", "twin_q": True, "initial_alpha": 0.5}
+    return SACTorchRLModule(observation_space=OBS, action_space=ACT, model_config={**settings, **model_config})
+
+
+def test_log_probability_is_the_tanh_gaussian_density():
+    module = make_module()
+    obs = torch.randn(64, 5)
+    actions, logp = module.sample_actions(obs, torch.Generator().manual_seed(0))
+    mean, log_std = module.mean_and_log_std(obs)
+    dist = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform(cache_size=1)]
+    )
+    expected = dist.log_prob(actions.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1)
+    assert actions.abs().max() <= 1
+    torch.testing.assert_close(logp, expected, atol=2e-2, rtol=1e-3)
+
+
+def test_inference_is_deterministic_and_exploration_is_not():
+    module = make_module()
+    batch = {"obs": torch.randn(4, 5)}
+    first, second = module.forward_inference(batch)["actions"], module.forward_inference(batch)["actions"]
+    torch.testing.assert_close(first, second)
+    assert not torch.equal(module.forward_exploration(batch)["actions"], module.forward_exploration(batch)["actions"])
+    assert module.log_alpha.exp().item() == pytest.approx(0.5)
+
+
+def test_inference_only_module_has_no_critics_or_temperature():
+    module = SACTorchRLModule(
+        observation_space=OBS, action_space=ACT, inference_only=True,
+        model_config={"actor_hiddens": [16], "critic_hiddens": [16], "hidden_activation": "relu", "twin_q": True, "initial_alpha": 1.0},
+    )
+    assert not hasattr(module, "critics") and not hasattr(module, "log_alpha")
+
+
+def test_target_entropy_auto_is_minus_the_action_dimension():
+    assert target_entropy(SACConfig(), ACT) == -3.0
+    assert target_entropy(SACConfig().training(target_entropy=-1.5), ACT) == -1.5
+
+
+def test_sac_is_ours_and_rllib_sac_stays_available():
+    assert algorithms.get_algorithm_class("SAC").__module__ == "ddrl.sac.algorithm"
+    assert algorithms.get_algorithm_class("rllibsac").__module__.startswith("ray.rllib.algorithms.sac")
+
+
+def test_shipped_sac_config_has_the_thesis_network_sizes():
+    experiment = config.load_experiment(TRAININGS_DIR / "pybullet-envs/sac.yaml", "pybullet-envs")
+    algo_config = config.build_algorithm_config(experiment)
+    assert isinstance(algo_config, SACConfig)
+    assert (algo_config.actor_hiddens, algo_config.critic_hiddens) == ([512, 512], [256, 256])
+    assert algo_config.replay_ratio() == 1.0 and algo_config.rollout_fragment_length == 64
+    model = algo_config._model_config_auto_includes
+    assert model["actor_hiddens"] == [512, 512] and model["critic_hiddens"] == [256, 256]
+
+
+@pytest.mark.parametrize("setting,message", [
+    ({"n_step": 3}, "n_step"),
+    ({"updates_per_env_step": 0}, "updates_per_env_step"),
+    ({"actor_lr": [[0, 1e-3], [100, 1e-4]]}, "actor_lr"),
+])
+def test_unsupported_settings_are_refused(setting, message):
+    with pytest.raises(ValueError, match=message):
+        SACConfig().environment(observation_space=OBS, action_space=ACT).training(**setting).validate()
+
+
+def test_lean_update_learns_a_one_step_task():
+    """Reward = -(action - 0.5)^2, episodes of one step: the mean action must move to 0.5 and the
+    temperature must fall as the policy narrows. The learner alone, no Ray cluster."""
+    algo_config = (
+        SACConfig()
+        .environment(observation_space=gym.spaces.Box(-1, 1, (1,), np.float32), action_space=gym.spaces.Box(-1, 1, (1,), np.float32))
+        .training(actor_hiddens=[32], critic_hiddens=[32], train_batch_size_per_learner=64, actor_lr=3e-3, critic_lr=3e-3,
+                  alpha_lr=3e-3, initial_alpha=0.2)
+        .env_runners(num_env_runners=0)
+        .debugging(seed=0)
+    )
+    learner = algo_config.build_learner()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny networks: threads only add synchronisation
+    rng = np.random.default_rng(0)
+    obs = np.zeros((2048, 1), np.float32)
+    actions = rng.uniform(-1, 1, (2048, 1)).astype(np.float32)
+    transitions = {"obs": obs, "actions": actions, "rewards": -(actions[:, 0] - 0.5) ** 2, "next_obs": obs,
+                   "terminateds": np.ones(2048, np.float32)}
+    first = learner.lean_update(transitions, num_updates=10)
+    try:
+        for _ in range(20):
+            last = learner.lean_update(None, num_updates=20)
+    finally:
+        torch.set_num_threads(threads)
+    module = learner.sac_module
+    mean, _ = module.mean_and_log_std(torch.zeros(1, 1))
+    assert torch.tanh(mean).item() == pytest.approx(0.5, abs=0.15)
+    assert last["alpha_value"] < first["alpha_value"]
+    assert last["replay_size"] == 2048 and last["num_gradient_updates"] == 20
+    assert math.isfinite(last["critic_loss"]) and last["critic_loss"] < first["critic_loss"]
