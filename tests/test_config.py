@@ -1,17 +1,25 @@
 """Experiment files: loading, overrides, and the RLlib configs built from them."""
 
+import importlib.util
+import re
+import subprocess
+
 import pytest
 
-from ddrl import config
+from ddrl import config, environments
 from ddrl.errors import UserError
-from ddrl.paths import TRAININGS_DIR
+from ddrl.paths import CTE_POWER_DIR as CTE_POWER, TRAININGS_DIR
 
-SHIPPED = sorted((TRAININGS_DIR / "pybullet-envs").glob("*.yaml"))
+SHIPPED = sorted(TRAININGS_DIR.glob("*/*.yaml"))
+JOBS = sorted((CTE_POWER / "jobs").glob("*/*.sh"))
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_shipped_configs_validate(path):
-    experiment = config.load_experiment(path, "pybullet-envs")
+    toolkit = path.parent.name
+    if importlib.util.find_spec(environments.get_toolkit(toolkit).module) is None:
+        pytest.skip(f"toolkit {toolkit} is not installed here")
+    experiment = config.load_experiment(path, toolkit)
     assert experiment.stop, "every shipped config must stop by itself"
     algo_config = config.build_algorithm_config(experiment)
     assert algo_config.env == experiment.env
@@ -81,3 +89,17 @@ def test_saved_experiment_round_trips(tmp_path):
     saved.write_text(config.dump_yaml(experiment.to_dict()))
     again = config.load_experiment(saved, "pybullet-envs")
     assert again.to_dict() == experiment.to_dict()
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_job_files_name_existing_scripts_and_configs(job):
+    """The thesis's job files pointed at paths that did not exist; ours are checked."""
+    text = job.read_text()
+    assert subprocess.run(["bash", "-n", str(job)]).returncode == 0, "bash syntax"
+    if "#SBATCH" not in text:
+        return  # a library sourced by jobs (distributed/ray-cluster.sh)
+    assert "#SBATCH --job-name=" in text and "#SBATCH --output=jobs/out/" in text
+    named = re.findall(r"\b((?:scripts|trainings)/[\w./-]+\.(?:py|yaml))", text)
+    assert named, "a job runs a train script or a sweep of a config"
+    for relative in named:
+        assert (CTE_POWER / relative).is_file(), f"{job.name} names {relative}, which does not exist"

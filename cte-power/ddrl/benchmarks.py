@@ -48,6 +48,8 @@ def sampling_rate(experiment: config.Experiment, seconds: float) -> float:
     environments.register_env(experiment.toolkit, experiment.env)
     algo_config = config.build_algorithm_config(experiment)
     runner = SingleAgentEnvRunner(config=algo_config, worker_index=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in an env runner process (Ray sets OMP_NUM_THREADS=1 there)
     try:
         runner.sample(num_timesteps=200)  # warm-up: env resets, first forward passes
         steps, start = 0, time.perf_counter()
@@ -56,6 +58,7 @@ def sampling_rate(experiment: config.Experiment, seconds: float) -> float:
             steps += sum(len(e) for e in episodes)
         return steps / (time.perf_counter() - start)
     finally:
+        torch.set_num_threads(threads)
         runner.stop()
 
 
@@ -160,11 +163,13 @@ def reference_offpolicy_rate(toolkit: str, env_id: str, algorithm: str, training
     return steps / (time.perf_counter() - start)
 
 
-def reference_ppo_rate(toolkit: str, env_id: str, training: dict, hiddens: list[int], activation: str) -> float:
-    """Env steps/s of one plain PPO iteration: collect the batch, GAE, epochs of minibatch SGD."""
-    world = _Obs(toolkit, env_id)
-    obs_dim, act_dim = world.obs_dim, world.act_dim
-    batch, minibatch, epochs = training["train_batch_size_per_learner"], training["minibatch_size"], training["num_epochs"]
+def reference_ppo_rate(toolkit: str, env_id: str, training: dict, hiddens: list[int], activation: str, num_envs: int = 1) -> float:
+    """Env steps/s of one plain PPO iteration: collect the batch from ``num_envs`` envs (one batched
+    forward pass per step), GAE, then epochs of minibatch SGD."""
+    worlds = [_Obs(toolkit, env_id) for _ in range(num_envs)]
+    obs_dim, act_dim = worlds[0].obs_dim, worlds[0].act_dim
+    horizon = training["train_batch_size_per_learner"] // num_envs
+    minibatch, epochs = training["minibatch_size"], training["num_epochs"]
     gamma, lam, clip = training.get("gamma", 0.99), training.get("lambda_", 1.0), training.get("clip_param", 0.3)
     policy_net, value_net = mlp(obs_dim, hiddens, 2 * act_dim, activation), mlp(obs_dim, hiddens, 1, activation)
     optimizer = torch.optim.Adam([*policy_net.parameters(), *value_net.parameters()], lr=training.get("lr", 5e-4))
@@ -173,37 +178,39 @@ def reference_ppo_rate(toolkit: str, env_id: str, training: dict, hiddens: list[
         mean, log_std = policy_net(obs).chunk(2, dim=-1)
         return torch.distributions.Normal(mean, log_std.exp())
 
-    def iteration() -> None:
-        obs_buf, act_buf, logp_buf = torch.zeros(batch, obs_dim), torch.zeros(batch, act_dim), torch.zeros(batch)
-        rew, done, values = np.zeros(batch, np.float32), np.zeros(batch, np.float32), torch.zeros(batch + 1)
-        for t in range(batch):
-            obs = world.tensor()
-            with torch.no_grad():
-                dist = distribution(obs)
-                action = dist.sample()
-                logp_buf[t], values[t] = dist.log_prob(action).sum(), value_net(obs)[0, 0]
-            obs_buf[t], act_buf[t] = obs[0], action[0]
-            _, _, rew[t], done[t] = world.step(action[0].clamp(-1, 1).numpy())
-        advantages, last = torch.zeros(batch), 0.0
-        for t in reversed(range(batch)):  # GAE
-            delta = rew[t] + gamma * values[t + 1] * (1 - done[t]) - values[t]
-            last = delta + gamma * lam * (1 - done[t]) * last
-            advantages[t] = last
-        returns = advantages + values[:-1]
-        for _ in range(epochs):
-            for index in torch.randperm(batch).split(minibatch):
-                dist = distribution(obs_buf[index])
-                ratio = (dist.log_prob(act_buf[index]).sum(-1) - logp_buf[index]).exp()
-                adv = advantages[index]
-                policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
-                value_loss = F.mse_loss(value_net(obs_buf[index]).squeeze(-1), returns[index])
-                optimizer.zero_grad()
-                (policy_loss + value_loss).backward()
-                optimizer.step()
-
     start = time.perf_counter()
-    iteration()
-    return batch / (time.perf_counter() - start)
+    obs_buf, act_buf = torch.zeros(horizon, num_envs, obs_dim), torch.zeros(horizon, num_envs, act_dim)
+    logp_buf, values = torch.zeros(horizon, num_envs), torch.zeros(horizon + 1, num_envs)
+    rewards, dones = torch.zeros(horizon, num_envs), torch.zeros(horizon, num_envs)
+    for t in range(horizon):
+        obs = torch.cat([world.tensor() for world in worlds])
+        with torch.no_grad():
+            dist = distribution(obs)
+            actions = dist.sample()
+            logp_buf[t], values[t] = dist.log_prob(actions).sum(-1), value_net(obs)[:, 0]
+        obs_buf[t], act_buf[t] = obs, actions
+        for i, world in enumerate(worlds):
+            _, _, rewards[t, i], dones[t, i] = world.step(actions[i].clamp(-1, 1).numpy())
+    with torch.no_grad():
+        values[horizon] = value_net(torch.cat([world.tensor() for world in worlds]))[:, 0]
+    advantages, last = torch.zeros(horizon, num_envs), torch.zeros(num_envs)
+    for t in reversed(range(horizon)):  # GAE
+        delta = rewards[t] + gamma * values[t + 1] * (1 - dones[t]) - values[t]
+        last = delta + gamma * lam * (1 - dones[t]) * last
+        advantages[t] = last
+    returns = (advantages + values[:-1]).reshape(-1)
+    obs_flat, act_flat, logp_flat, adv_flat = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim), logp_buf.reshape(-1), advantages.reshape(-1)
+    for _ in range(epochs):
+        for index in torch.randperm(len(returns)).split(minibatch):
+            dist = distribution(obs_flat[index])
+            ratio = (dist.log_prob(act_flat[index]).sum(-1) - logp_flat[index]).exp()
+            adv = adv_flat[index]
+            policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+            value_loss = F.mse_loss(value_net(obs_flat[index]).squeeze(-1), returns[index])
+            optimizer.zero_grad()
+            (policy_loss + value_loss).backward()
+            optimizer.step()
+    return len(returns) / (time.perf_counter() - start)
 
 
 # --------------------------------------------------------------------------- ours

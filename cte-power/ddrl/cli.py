@@ -72,17 +72,25 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
 
 
 @report_errors
-def run_training(toolkit: str, args: argparse.Namespace) -> int:
-    """Validate everything, then start Ray and train. Bad input exits with code 2 before Ray starts."""
+def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None = None) -> int:
+    """Validate everything, then start Ray and train. Bad input exits with code 2 before Ray starts.
+
+    ``env_config``: values from a script's own options (train-unity.py's --env-file...); each is
+    applied as ``--set environment.env_config.KEY=VALUE`` before the user's ``--set`` values.
+    """
+    import json
+
     from ddrl.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
-    from ddrl import config, training
+    from ddrl import config, environments, training
 
-    overrides = list(args.overrides)
+    overrides = [f"environment.env_config.{k}={json.dumps(v)}" for k, v in (env_config or {}).items() if v is not None]
+    overrides += list(args.overrides)
     if args.num_samples is not None:
         overrides.append(f"tune.num_samples={args.num_samples}")
     experiment = config.load_experiment(paths.resolve_config_path(args.config), toolkit, overrides)
+    environments.check_experiment(experiment, launch=not args.dry_run)
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
     if args.resume_if_exists:
         if not args.name:

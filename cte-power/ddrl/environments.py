@@ -27,6 +27,13 @@ class Toolkit:
     #: Substring of the registered entry points that marks this toolkit's environments.
     entry_point_marker: str
     install_hint: str
+    #: "module:function" that builds an environment instead of ``gym.make``, from the env id and
+    #: RLlib's whole env context (``worker_index``...); the Unity toolkit gives each one a port.
+    creator: str | None = None
+    #: "module:function" that checks an experiment before Ray starts (e.g. the files it names).
+    checker: str | None = None
+    #: Registered with the old ``gym`` package: re-registered with Gymnasium through ``ddrl.old_gym``.
+    old_gym_api: bool = False
 
     def load(self) -> None:
         try:
@@ -36,13 +43,17 @@ class Toolkit:
                 f"toolkit '{self.name}' needs the Python package '{self.module}', which cannot be "
                 f"imported ({err}). Install it with: {self.install_hint}"
             ) from err
+        if self.old_gym_api:
+            from ddrl.old_gym import register_old_gym_envs
+
+            register_old_gym_envs(self.entry_point_marker)
 
     def env_ids(self) -> list[str]:
         self.load()
         return sorted(
             env_id
             for env_id, spec in gym.registry.items()
-            if self.entry_point_marker in str(spec.entry_point)
+            if self.entry_point_marker in str(spec.entry_point) + str(spec.kwargs.get("old_entry_point", ""))
         )
 
     def spec(self, env_id: str) -> gym.envs.registration.EnvSpec:
@@ -67,6 +78,24 @@ TOOLKITS: dict[str, Toolkit] = {
         entry_point_marker="pybullet_envs_gymnasium",
         install_hint="pip install pybullet==3.2.7 pybullet-envs-gymnasium==0.6.0",
     ),
+    "pybulletgym": Toolkit(
+        name="pybulletgym",
+        module="pybulletgym",  # PyBullet Gymperium: not on PyPI, old gym API (see README)
+        entry_point_marker="pybulletgym",
+        install_hint=(
+            "pip install gym==0.26.2 && git clone https://github.com/benelot/pybullet-gym && "
+            "pip install -e pybullet-gym"
+        ),
+        old_gym_api=True,
+    ),
+    "unity": Toolkit(
+        name="unity",
+        module="ddrl.unity",  # our wrapper over mlagents-envs: Unity-v0, UnityMultiAgent-v0
+        entry_point_marker="ddrl.unity",
+        install_hint="pip install mlagents-envs==0.28.0",
+        creator="ddrl.unity:make_env",
+        checker="ddrl.unity:check_experiment",
+    ),
 }
 
 
@@ -90,8 +119,27 @@ def check_env_id(toolkit: str, env_id: str) -> None:
 
 
 def make_env(toolkit: str, env_id: str, env_config: dict | None = None) -> gym.Env:
-    """Build one environment; ``env_config`` entries are passed to ``gym.make`` as keywords."""
-    return get_toolkit(toolkit).make(env_id, **dict(env_config or {}))
+    """Build one environment; ``env_config`` entries are passed to ``gym.make`` as keywords
+    (or, for a toolkit with a ``creator``, the env config itself)."""
+    kit = get_toolkit(toolkit)
+    if kit.creator:
+        kit.load()
+        return _function(kit.creator)(env_id, env_config if env_config is not None else {})
+    return kit.make(env_id, **dict(env_config or {}))
+
+
+def check_experiment(experiment, launch: bool = True) -> None:
+    """The toolkit's own checks of an experiment before Ray starts (``launch``: it may start the
+    environment once); most toolkits have none."""
+    kit = get_toolkit(experiment.toolkit)
+    if kit.checker:
+        kit.load()
+        _function(kit.checker)(experiment, launch=launch)
+
+
+def _function(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def register_env(toolkit: str, env_id: str) -> str:

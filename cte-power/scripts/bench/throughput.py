@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             if algorithm == "PPO":
                 model = experiment.rllib.get("rl_module", {}).get("model_config", {})
                 reference = benchmarks.reference_ppo_rate(TOOLKIT, env_id, training, model.get("fcnet_hiddens", [256, 256]),
-                                                          model.get("fcnet_activation", "tanh"))
+                                                          model.get("fcnet_activation", "tanh"), envs)
             else:
                 reference = benchmarks.reference_offpolicy_rate(TOOLKIT, env_id, algorithm, training, args.reference_steps)
             record(f"{algorithm} plain-PyTorch reference loop", reference)

@@ -1,0 +1,28 @@
+#!/bin/bash
+#SBATCH --job-name=ppo-unity
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=2
+#SBATCH --time=48:00:00
+#SBATCH --output=jobs/out/%x-%j.out
+#SBATCH --error=jobs/err/%x-%j.err
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@300
+#SBATCH --requeue
+# PPO on a Unity ML-Agents build (one behaviour, one agent; trainings/unity/ppo-multi-agent.yaml via
+# --config for more), headless. Each env runner starts its own copy of the build, on its own port.
+# More runners: --cpus-per-task=N+1 --set env_runners.num_env_runners=N.
+# From cte-power/:  sbatch jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64 [train-script arguments]
+# Without Slurm:    bash jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64 [...]
+for dir in "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
+    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
+done
+command -v ddrl_train >/dev/null || { echo "error: submit from cte-power/ (jobs/env.sh not found)" >&2; exit 2; }
+case " $* " in
+    *" --env-file "*|*" --env-file="*) ;;
+    *) echo "error: a batch job has no Unity Editor to connect to: give the build, e.g. sbatch jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64" >&2; exit 2 ;;
+esac
+# Jobs sharing a node get their own 100 worker ids (ports 5005 + id stay below Ray's 10002+);
+# a port that is taken anyway makes the environment move to a free block.
+ddrl_train scripts/train/train-unity.py trainings/unity/ppo.yaml --no-graphics \
+    --set "environment.env_config.base_worker_id=$(( (${SLURM_JOB_ID:-$$} % 48) * 100 ))" "$@"
