@@ -174,8 +174,12 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def run(experiment: Experiment, path: Path, resume: bool = False) -> int:
-    """Train (or resume) the experiment at ``path``; Ray must be running. Returns an exit code."""
+def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: list = ()) -> int:
+    """Train (or resume) the experiment at ``path``; Ray must be running. Returns an exit code.
+
+    ``callbacks``: extra Tune callbacks (the SageMaker launcher's metric lines and videos). Tune
+    saves them with the experiment, and a resumed experiment keeps the ones it started with.
+    """
     from ray import tune
 
     algo_class = get_algorithm_class(experiment.algorithm)
@@ -208,7 +212,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False) -> int:
                     num_to_keep=checkpoint["keep"],
                 ),
                 failure_config=tune.FailureConfig(max_failures=experiment.tune["max_failures"]),
-                callbacks=[make_progress_printer(), make_checkpoint_and_stop()],
+                callbacks=[make_progress_printer(), make_checkpoint_and_stop(), *callbacks],
                 verbose=0,
             ),
         )

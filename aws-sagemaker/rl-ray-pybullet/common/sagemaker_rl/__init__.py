@@ -1,0 +1,13 @@
+"""sagemaker_rl: run the shared training core (cte-power/ddrl) in SageMaker training jobs.
+
+- ``contract``: the training-container contract (/opt/ml/..., SM_* variables), overridable base;
+- ``hyperparameters``: estimator hyperparameters <-> config overrides (dots as ``__``) and options;
+- ``ray_launcher``: what the entry points run: Ray sized to the job's hosts, training, export;
+- ``cluster``: Ray head on algo-1, worker nodes on the other hosts, token auth, clean exit;
+- ``rendezvous``: heterogeneous scaling, two jobs meeting through S3;
+- ``callbacks``: #metrics lines and videos at checkpoints; ``metrics``: the regexes for them;
+- ``artifacts``: the model artifact (policy + experiment config); ``video``: record a policy;
+- ``evaluate``: the evaluation job; ``serve``: an inference server for a SageMaker endpoint;
+- ``local_mode``: run a job created through the SageMaker API on this machine (no Docker);
+- ``pipeline``: the notebook's helpers (source staging, image, costs, metrics plot, videos).
+"""

@@ -1,0 +1,170 @@
+"""The model artifact: the trained policy and the experiment config, laid out as an experiment.
+
+``/opt/ml/model`` (SageMaker's ``model.tar.gz``) holds::
+
+    experiment.yaml                       the validated experiment that was trained
+    model.json                            what, how far, from which checkpoint (for people and tools)
+    <trial>/checkpoint_NNNNNN/            the policy only: RLModule + the env runner's connectors
+        rllib_checkpoint.json
+        learner_group/learner/rl_module/default_policy/
+        env_runner/env_to_module_connector/   env_runner/module_to_env_connector/
+
+That is a (trimmed) Tune experiment folder, so the cluster's own render script plays it
+(``render-bullet.py --checkpoint model/``) and ``ddrl.rendering.Policy`` loads it; optimizer state,
+replay buffers and Tune's bookkeeping stay in the checkpoints, which are for resuming.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from ddrl.errors import UserError
+
+EXPERIMENT_FILE = "experiment.yaml"
+MODEL_FILE = "model.json"
+#: What of an RLlib checkpoint the policy needs (relative paths); see ddrl.rendering.Policy.
+POLICY_PARTS = (
+    "rllib_checkpoint.json",
+    "learner_group/learner/rl_module/default_policy",
+    "env_runner/env_to_module_connector",
+    "env_runner/module_to_env_connector",
+)
+
+
+def export_policy(checkpoint: Path, destination: Path) -> Path:
+    """Copy the policy parts of an RLlib checkpoint folder to ``destination`` (created)."""
+    checkpoint, destination = Path(checkpoint), Path(destination)
+    missing = [part for part in POLICY_PARTS if not (checkpoint / part).exists()]
+    if missing:
+        raise UserError(
+            f"{checkpoint} is not a complete RLlib checkpoint (missing {', '.join(missing)})."
+        )
+    for part in POLICY_PARTS:
+        source, target = checkpoint / part, destination / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
+    return destination
+
+
+def _results(trial: Path) -> list[dict]:
+    path = trial / "result.json"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line cut by a kill
+    return rows
+
+
+def _mean_return(row: dict):
+    value = (row.get("env_runners") or {}).get("episode_return_mean")
+    return value if isinstance(value, (int, float)) and value == value else None
+
+
+def pick_checkpoint(experiment: Path) -> tuple[Path, Path]:
+    """(trial, checkpoint): the latest checkpoint of the trial with the best mean return."""
+    trials = [
+        p for p in sorted(Path(experiment).iterdir()) if p.is_dir() and list(p.glob("checkpoint_*"))
+    ]
+    if not trials:
+        raise UserError(
+            f"no trial of {experiment} saved a checkpoint; nothing to export as the model."
+        )
+
+    def score(trial: Path):
+        returns = [r for r in map(_mean_return, _results(trial)) if r is not None]
+        return max(returns) if returns else float("-inf")
+
+    trial = max(trials, key=score)
+    checkpoint = sorted(p for p in trial.glob("checkpoint_*") if p.is_dir())[-1]
+    return trial, checkpoint
+
+
+def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -> Path:
+    """Write the model artifact of ``experiment`` (a Tune experiment folder) into ``model_dir``."""
+    experiment, model_dir = Path(experiment), Path(model_dir)
+    trial, checkpoint = pick_checkpoint(experiment)
+    target = model_dir / trial.name / checkpoint.name
+    if target.exists():
+        shutil.rmtree(target)
+    export_policy(checkpoint, target)
+    shutil.copy2(experiment / EXPERIMENT_FILE, model_dir / EXPERIMENT_FILE)
+    import yaml
+
+    saved = yaml.safe_load((experiment / EXPERIMENT_FILE).read_text())
+    results = _results(trial)
+    last = results[-1] if results else {}
+    import ray
+
+    import ddrl
+
+    info = {
+        "algorithm": saved.get("algorithm"),
+        "env": saved.get("env"),
+        "toolkit": saved.get("toolkit"),
+        "checkpoint": str(target.relative_to(model_dir)),
+        "trial": trial.name,
+        "training_iteration": last.get("training_iteration"),
+        "env_steps": last.get("num_env_steps_sampled_lifetime"),
+        "episode_return_mean": _mean_return(last),
+        "time_total_s": last.get("time_total_s"),
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "ray_version": ray.__version__,
+        "ddrl_version": ddrl.__version__,
+        **(extra or {}),
+    }
+    (model_dir / MODEL_FILE).write_text(json.dumps(info, indent=2))
+    return target
+
+
+def copy_summaries(experiment: Path, output_data_dir: Path) -> list[Path]:
+    """Each trial's result.json, progress.csv and params.json, plus experiment.yaml, to output/data."""
+    copied = []
+    experiment = Path(experiment)
+    for trial in sorted(p for p in experiment.iterdir() if p.is_dir()):
+        for name in ("result.json", "progress.csv", "params.json"):
+            if (trial / name).is_file():
+                target = Path(output_data_dir) / experiment.name / trial.name / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(trial / name, target)
+                copied.append(target)
+    if (experiment / EXPERIMENT_FILE).is_file():
+        target = Path(output_data_dir) / experiment.name / EXPERIMENT_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(experiment / EXPERIMENT_FILE, target)
+    return copied
+
+
+def find_model(path: Path) -> Path:
+    """A model artifact folder from a folder, or a model.tar.gz (extracted beside it)."""
+    import tarfile
+
+    path = Path(path)
+    if path.is_dir() and (path / EXPERIMENT_FILE).is_file():
+        return path
+    tarballs = [path] if path.is_file() else sorted(path.glob("*.tar.gz")) if path.is_dir() else []
+    for tarball in tarballs:
+        target = tarball.parent / (tarball.name[: -len(".tar.gz")] + "-extracted")
+        if not target.is_dir():
+            with tarfile.open(tarball) as tar:
+                tar.extractall(target, filter="data")
+        if (target / EXPERIMENT_FILE).is_file():
+            return target
+    if path.is_dir():  # a channel folder holding the extracted artifact one level down
+        for child in sorted(path.iterdir()):
+            if child.is_dir() and (child / EXPERIMENT_FILE).is_file():
+                return child
+    raise UserError(
+        f"no model artifact at {path}: expected a folder with {EXPERIMENT_FILE} (a training job's "
+        "/opt/ml/model) or its model.tar.gz. Give the evaluation job the training job's model artifact "
+        "as its 'model' channel."
+    )

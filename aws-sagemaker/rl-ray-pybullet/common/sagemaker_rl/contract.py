@@ -1,0 +1,322 @@
+"""The SageMaker training-container contract: the files and variables a training job finds.
+
+SageMaker starts the container with this layout under ``/opt/ml`` (the *base* folder)::
+
+    input/config/hyperparameters.json   the estimator's hyperparameters (every value a string)
+    input/config/resourceconfig.json    current_host, hosts (algo-1, algo-2...), instance type
+    input/config/inputdataconfig.json   one entry per input channel
+    input/data/<channel>/               each channel's files (code, model...)
+    model/                              the final model: tarred to <output path>/<job>/output/model.tar.gz
+    checkpoints/                        synced with the job's checkpoint S3 URI (spot training)
+    output/intermediate/                uploaded to <output path>/<job>/output/intermediate/ while training
+    output/data/                        tarred to <output path>/<job>/output/output.tar.gz
+    output/failure                      its text becomes the job's FailureReason
+
+and the SDK's container driver exports ``SM_*`` variables (``SM_NUM_CPUS``, ``SM_NUM_GPUS``,
+``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SM_HPS``...). ``DDRL_SM_BASE_DIR`` moves the base folder
+(tests and local mode lay the same tree out anywhere); :func:`write_contract` lays it out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddrl.errors import UserError
+
+DEFAULT_BASE_DIR = "/opt/ml"
+#: Environment variable that moves the contract's base folder (default /opt/ml).
+BASE_DIR_VARIABLE = "DDRL_SM_BASE_DIR"
+#: ``algo-1=127.0.0.2,algo-2=127.0.0.3``: host name -> address, instead of DNS (tests, local mode).
+HOST_IPS_VARIABLE = "DDRL_SM_HOST_IPS"
+
+
+@dataclass(frozen=True)
+class Contract:
+    base: Path
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None) -> "Contract":
+        env = os.environ if environ is None else environ
+        return cls(Path(env.get(BASE_DIR_VARIABLE) or DEFAULT_BASE_DIR))
+
+    # ------------------------------------------------------------------------------- folders
+    @property
+    def config_dir(self) -> Path:
+        return self.base / "input" / "config"
+
+    @property
+    def hyperparameters_file(self) -> Path:
+        return self.config_dir / "hyperparameters.json"
+
+    @property
+    def resource_config_file(self) -> Path:
+        return self.config_dir / "resourceconfig.json"
+
+    @property
+    def input_data_config_file(self) -> Path:
+        return self.config_dir / "inputdataconfig.json"
+
+    def channel_dir(self, channel: str) -> Path:
+        return self.base / "input" / "data" / channel
+
+    @property
+    def model_dir(self) -> Path:
+        return self.base / "model"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.base / "checkpoints"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.base / "output"
+
+    @property
+    def intermediate_dir(self) -> Path:
+        return self.output_dir / "intermediate"
+
+    @property
+    def output_data_dir(self) -> Path:
+        return self.output_dir / "data"
+
+    @property
+    def failure_file(self) -> Path:
+        return self.output_dir / "failure"
+
+    @property
+    def scratch_dir(self) -> Path:
+        """Our own work space: under output/ but outside what SageMaker uploads."""
+        return self.output_dir / ".ddrl"
+
+    # ------------------------------------------------------------------------------- reading
+    def check(self) -> None:
+        """Fail with what to do if this is not (a reproduction of) a training container."""
+        for path in (self.hyperparameters_file, self.resource_config_file):
+            if not path.is_file():
+                raise UserError(
+                    f"{path} does not exist: this entry point runs inside a SageMaker training "
+                    f"container (or a local reproduction of one). Start it with a SageMaker job "
+                    f"(humanoid-pipeline.ipynb), or lay out the contract with "
+                    f"sagemaker_rl.contract.write_contract() and set {BASE_DIR_VARIABLE} to its folder."
+                )
+
+    def _read_json(self, path: Path) -> dict:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            self.check()
+            raise
+        except json.JSONDecodeError as err:
+            raise UserError(
+                f"{path} is not valid JSON ({err}); SageMaker writes it, check how it was made."
+            ) from None
+        if not isinstance(data, dict):
+            raise UserError(f"{path} must hold a JSON object, not {type(data).__name__}.")
+        return data
+
+    def hyperparameters(self) -> dict[str, str]:
+        return {
+            str(k): v if isinstance(v, str) else json.dumps(v)
+            for k, v in self._read_json(self.hyperparameters_file).items()
+        }
+
+    def resource_config(self) -> dict:
+        config = self._read_json(self.resource_config_file)
+        for key in ("current_host", "hosts"):
+            if key not in config:
+                raise UserError(
+                    f"{self.resource_config_file} has no '{key}'; SageMaker always writes it."
+                )
+        if config["current_host"] not in config["hosts"]:
+            raise UserError(
+                f"{self.resource_config_file}: current_host {config['current_host']!r} is not one of hosts {config['hosts']}."
+            )
+        return config
+
+    @property
+    def current_host(self) -> str:
+        return self.resource_config()["current_host"]
+
+    @property
+    def hosts(self) -> list[str]:
+        """Hosts in SageMaker's order (algo-1 first): the first one runs the Ray head."""
+        return sorted(self.resource_config()["hosts"], key=_host_key)
+
+    @property
+    def instance_type(self) -> str:
+        return self.resource_config().get("current_instance_type", "local")
+
+    @property
+    def job_name(self) -> str:
+        return os.environ.get("TRAINING_JOB_NAME", "local-job")
+
+    def write_failure(self, message: str) -> None:
+        """SageMaker shows this file's text as the job's FailureReason."""
+        try:
+            self.failure_file.parent.mkdir(parents=True, exist_ok=True)
+            with self.failure_file.open("a") as f:
+                f.write(message.rstrip() + "\n")
+        except OSError:
+            pass
+
+
+def _host_key(host: str):
+    """algo-2 before algo-10."""
+    prefix, _, number = host.rpartition("-")
+    return (prefix, int(number)) if number.isdigit() else (host, 0)
+
+
+def num_cpus(environ: dict | None = None) -> int:
+    env = os.environ if environ is None else environ
+    value = env.get("SM_NUM_CPUS", "")
+    return int(value) if value.isdigit() else len(os.sched_getaffinity(0))
+
+
+def num_gpus(environ: dict | None = None) -> int:
+    env = os.environ if environ is None else environ
+    value = env.get("SM_NUM_GPUS", "")
+    if value.isdigit():
+        return int(value)
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0
+
+
+def host_ips(environ: dict | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    mapping = {}
+    for item in filter(None, (part.strip() for part in env.get(HOST_IPS_VARIABLE, "").split(","))):
+        host, sep, ip = item.partition("=")
+        if not sep or not host or not ip:
+            raise UserError(
+                f"{HOST_IPS_VARIABLE}: expected HOST=IP[,HOST=IP...], e.g. algo-1=127.0.0.2, got {item!r}."
+            )
+        mapping[host.strip()] = ip.strip()
+    return mapping
+
+
+def resolve_host(host: str, environ: dict | None = None) -> str:
+    """The address of a job host: from DDRL_SM_HOST_IPS if it names it, else DNS (SageMaker's)."""
+    mapping = host_ips(environ)
+    if host in mapping:
+        return mapping[host]
+    try:
+        return socket.gethostbyname(host)
+    except OSError as err:
+        raise UserError(
+            f"cannot resolve host {host!r} ({err}). Inside SageMaker every host of the job resolves; "
+            f"elsewhere map it with {HOST_IPS_VARIABLE}=algo-1=127.0.0.2,algo-2=127.0.0.3."
+        ) from None
+
+
+# ---------------------------------------------------------------------------------- writing
+def write_contract(
+    base: str | os.PathLike,
+    hyperparameters: dict,
+    hosts: list[str] = ("algo-1",),
+    current_host: str = "algo-1",
+    instance_type: str = "ml.c5.4xlarge",
+    channels: dict[str, str | os.PathLike | None] | None = None,
+) -> Contract:
+    """Lay out a training container's folders and config files under ``base``, as SageMaker does.
+
+    ``hyperparameters`` values are stored as strings (JSON for non-strings), as the API stores
+    them. ``channels`` maps a channel name to a folder to copy into ``input/data/<name>`` (or None).
+    """
+    import shutil
+
+    contract = Contract(Path(base))
+    contract.config_dir.mkdir(parents=True, exist_ok=True)
+    as_strings = {
+        str(k): v if isinstance(v, str) else json.dumps(v) for k, v in hyperparameters.items()
+    }
+    contract.hyperparameters_file.write_text(json.dumps(as_strings, indent=2))
+    hosts = list(hosts)
+    contract.resource_config_file.write_text(
+        json.dumps(
+            {
+                "current_host": current_host,
+                "current_instance_type": instance_type,
+                "current_group_name": "homogeneousCluster",
+                "hosts": hosts,
+                "instance_groups": [
+                    {
+                        "instance_group_name": "homogeneousCluster",
+                        "instance_type": instance_type,
+                        "hosts": hosts,
+                    }
+                ],
+                "network_interface_name": "eth0",
+            },
+            indent=2,
+        )
+    )
+    channels = channels or {}
+    contract.input_data_config_file.write_text(
+        json.dumps(
+            {
+                name: {
+                    "TrainingInputMode": "File",
+                    "S3DistributionType": "FullyReplicated",
+                    "RecordWrapperType": "None",
+                }
+                for name in channels
+            },
+            indent=2,
+        )
+    )
+    for name, source in channels.items():
+        target = contract.channel_dir(name)
+        target.mkdir(parents=True, exist_ok=True)
+        if source is not None:
+            source = Path(source)
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target / source.name)
+    for folder in (
+        contract.model_dir,
+        contract.checkpoints_dir,
+        contract.intermediate_dir,
+        contract.output_data_dir,
+    ):
+        folder.mkdir(parents=True, exist_ok=True)
+    return contract
+
+
+def container_environment(
+    contract: Contract, num_cpus: int | None = None, num_gpus: int | None = None
+) -> dict[str, str]:
+    """The SM_* variables the SDK's container driver exports, for the contract at ``contract.base``."""
+    config = contract.resource_config()
+    hosts = contract.hosts
+    hps = contract.hyperparameters()
+    env = {
+        BASE_DIR_VARIABLE: str(contract.base),
+        "SM_MODEL_DIR": str(contract.model_dir),
+        "SM_INPUT_DIR": str(contract.base / "input"),
+        "SM_INPUT_CONFIG_DIR": str(contract.config_dir),
+        "SM_OUTPUT_DIR": str(contract.output_dir),
+        "SM_OUTPUT_DATA_DIR": str(contract.output_data_dir),
+        "SM_OUTPUT_INTERMEDIATE_DIR": str(contract.intermediate_dir),
+        "SM_CHECKPOINT_DIR": str(contract.checkpoints_dir),
+        "SM_CURRENT_HOST": config["current_host"],
+        "SM_CURRENT_INSTANCE_TYPE": config.get("current_instance_type", "local"),
+        "SM_HOSTS": json.dumps(hosts),
+        "SM_HOST_COUNT": str(len(hosts)),
+        "SM_CURRENT_HOST_RANK": str(hosts.index(config["current_host"])),
+        "SM_NUM_CPUS": str(num_cpus if num_cpus is not None else len(os.sched_getaffinity(0))),
+        "SM_NUM_GPUS": str(num_gpus if num_gpus is not None else 0),
+        "SM_HPS": json.dumps(hps),
+        "SM_RESOURCE_CONFIG": json.dumps(config),
+    }
+    for name, value in hps.items():
+        env[f"SM_HP_{name.replace('-', '_').upper()}"] = value
+    return env

@@ -1,0 +1,386 @@
+"""The notebook's helpers: parameters, offline AWS, source staging, image, jobs, metrics, videos, costs.
+
+``humanoid-pipeline.ipynb`` keeps its cells short by calling these; each works the same against
+real AWS and against the local moto server of ``mode="local"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddrl.errors import UserError
+
+from sagemaker_rl import metrics
+from sagemaker_rl.local_mode import LOG_GROUP, split_s3_uri
+
+PIPELINE_DIR = Path(__file__).resolve().parents[2]  # aws-sagemaker/rl-ray-pybullet
+REPO_DIR = PIPELINE_DIR.parents[1]
+ENTRY_SCRIPTS = {
+    "ppo": "train-humanoid-ppo.py",
+    "sac": "train-humanoid-sac.py",
+    "td3": "train-humanoid-td3.py",
+}
+EVALUATE_SCRIPT = "evaluate-ray.py"
+MODES = ("local", "aws")
+#: Training instance prices per hour, on demand, us-west-2 (seed 002: SageMaker pricing, September 2020).
+PRICES = {"ml.c5.4xlarge": 0.952, "ml.g4dn.4xlarge": 1.686, "ml.p3.2xlarge": 4.284}
+#: Managed spot training saves "up to 90%"; the seed's IMPALA benchmark saw about 70%.
+SPOT_SAVING = 0.70
+GPU_FAMILIES = ("ml.p", "ml.g")
+
+
+@dataclass
+class Parameters:
+    algorithm: str
+    mode: str
+    instance_type: str
+    instance_count: int
+    use_spot: bool
+    region: str
+    bucket: str | None = None
+
+    def check(self) -> "Parameters":
+        if self.algorithm.lower() not in ENTRY_SCRIPTS:
+            raise UserError(
+                f"ALGORITHM {self.algorithm!r} is not one of {', '.join(ENTRY_SCRIPTS)} "
+                "(src/train-humanoid-<algorithm>.py). Set ALGORITHM in the parameters cell."
+            )
+        self.algorithm = self.algorithm.lower()
+        if self.mode not in MODES:
+            raise UserError(
+                f"MODE {self.mode!r} must be 'local' (offline: moto + this machine) or 'aws'."
+            )
+        if not self.instance_type.startswith("ml."):
+            raise UserError(
+                f"INSTANCE_TYPE {self.instance_type!r}: SageMaker instance types start with 'ml.' (e.g. ml.c5.4xlarge)."
+            )
+        if int(self.instance_count) < 1:
+            raise UserError(f"INSTANCE_COUNT must be at least 1, got {self.instance_count}.")
+        return self
+
+    @property
+    def entry_script(self) -> str:
+        return ENTRY_SCRIPTS[self.algorithm]
+
+    @property
+    def gpu(self) -> bool:
+        return self.instance_type.startswith(GPU_FAMILIES)
+
+
+# ------------------------------------------------------------------------------- offline AWS
+def start_offline_aws(region: str):
+    """Start a moto server on a free local port and point every AWS client of this process at it.
+
+    Returns the server (``.stop()`` it at the end), or None if ``AWS_ENDPOINT_URL`` already names one.
+    """
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return None
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    use_offline_credentials(f"http://{host}:{port}", region)
+    return server
+
+
+def use_offline_credentials(endpoint: str, region: str) -> None:
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_REGION": region,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            # the SDK validates the role with iam:SimulatePrincipalPolicy, which moto lacks
+            "SAGEMAKER_VALIDATE_ROLE": "false",
+        }
+    )
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+
+
+def ensure_bucket(s3, bucket: str, region: str) -> str:
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except s3.exceptions.ClientError:
+        config = (
+            {}
+            if region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        )
+        s3.create_bucket(Bucket=bucket, **config)
+    return bucket
+
+
+def ensure_role(iam, name: str = "ddrl-sagemaker-execution") -> str:
+    """An execution role SageMaker may assume (with S3, ECR, CloudWatch access); created if missing."""
+    try:
+        return iam.get_role(RoleName=name)["Role"]["Arn"]
+    except iam.exceptions.NoSuchEntityException:
+        pass
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "sagemaker.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    try:
+        iam.attach_role_policy(
+            RoleName=name, PolicyArn="arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"
+        )
+    except (
+        iam.exceptions.NoSuchEntityException
+    ):  # moto has no AWS-managed policies: the same needs, inline
+        actions = [
+            "s3:*",
+            "ecr:GetAuthorizationToken",
+            "ecr:BatchGetImage",
+            "ecr:GetDownloadUrlForLayer",
+            "logs:*",
+            "cloudwatch:PutMetricData",
+            "ec2:*NetworkInterface*",
+            "ec2:Describe*",
+        ]
+        iam.put_role_policy(
+            RoleName=name,
+            PolicyName="ddrl-sagemaker-training",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+                }
+            ),
+        )
+    return arn
+
+
+# ------------------------------------------------------------------------------------ source
+def stage_source(destination: Path) -> Path:
+    """src/ entry points + common/sagemaker_rl beside them: what the job's 'code' channel holds."""
+    destination = Path(destination)
+    if destination.exists():
+        shutil.rmtree(destination)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PIPELINE_DIR / "src", destination, ignore=ignore)
+    shutil.copytree(
+        PIPELINE_DIR / "common" / "sagemaker_rl", destination / "sagemaker_rl", ignore=ignore
+    )
+    return destination
+
+
+def upload_folder(s3, folder: Path, uri: str) -> list[str]:
+    bucket, prefix = split_s3_uri(uri)
+    keys = []
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file():
+            key = f"{prefix.rstrip('/')}/{path.relative_to(folder)}"
+            s3.upload_file(str(path), bucket, key)
+            keys.append(key)
+    return keys
+
+
+# ------------------------------------------------------------------------------------- image
+def ensure_repository(ecr, name: str) -> str:
+    try:
+        return ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryUri"]
+    except ecr.exceptions.RepositoryNotFoundException:
+        return ecr.create_repository(repositoryName=name)["repository"]["repositoryUri"]
+
+
+def docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+def build_commands(image_uri: str, gpu: bool) -> list[list[str]]:
+    """``docker build`` (from the repository root: the image takes the shared core) and ``docker push``."""
+    build = ["docker", "build", "-f", str(PIPELINE_DIR / "Dockerfile"), "-t", image_uri]
+    if not gpu:  # CPU instances: torch's CPU wheel (a smaller image); GPU ones take the CUDA build
+        build += ["--build-arg", "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"]
+    return [build + [str(REPO_DIR)], ["docker", "push", image_uri]]
+
+
+def build_and_push(ecr, image_uri: str, gpu: bool) -> None:
+    import base64
+
+    token = ecr.get_authorization_token()["authorizationData"][0]
+    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
+    subprocess.run(
+        ["docker", "login", "--username", user, "--password-stdin", token["proxyEndpoint"]],
+        input=password.encode(),
+        check=True,
+    )
+    for command in build_commands(image_uri, gpu):
+        print("$", " ".join(command), flush=True)
+        subprocess.run(command, check=True)
+
+
+# --------------------------------------------------------------------------------------- jobs
+def new_auth_token() -> str:
+    """A fresh Ray token per job, passed in the job's environment (DDRL_RAY_AUTH_TOKEN)."""
+    return secrets.token_hex(32)
+
+
+def metric_definitions(definitions=metrics.TRAINING_METRIC_DEFINITIONS):
+    from sagemaker.core.shapes import MetricDefinition
+
+    return [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in definitions]
+
+
+def log_lines(logs, job_name: str) -> list[tuple[int, str]]:
+    """Every (timestamp ms, message) of the job's CloudWatch log streams, oldest first."""
+    lines: list[tuple[int, str]] = []
+    try:
+        streams = logs.describe_log_streams(
+            logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job_name}/"
+        )["logStreams"]
+    except logs.exceptions.ResourceNotFoundException:
+        return lines
+    for stream in streams:
+        token = None
+        while True:
+            kwargs = {"nextToken": token} if token else {}
+            page = logs.get_log_events(
+                logGroupName=LOG_GROUP,
+                logStreamName=stream["logStreamName"],
+                startFromHead=True,
+                **kwargs,
+            )
+            lines += [(e["timestamp"], e["message"]) for e in page["events"]]
+            if not page["events"] or page.get("nextForwardToken") in (None, token):
+                break
+            token = page["nextForwardToken"]
+    return sorted(lines)
+
+
+def training_metrics(logs, job_name: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS):
+    """The job's metrics as a DataFrame: its log lines through the metric definitions' regexes."""
+    import pandas as pd
+
+    rows = metrics.parse_lines(log_lines(logs, job_name), definitions)
+    frame = pd.DataFrame(rows)
+    if not frame.empty and "timestamp" in frame:
+        frame["minutes"] = (frame["timestamp"] - frame["timestamp"].iloc[0]) / 60000
+    return frame
+
+
+def plot_metrics(frame, title: str, path: Path | None = None):
+    """Mean return against env steps, and env steps against wall-clock minutes."""
+    import matplotlib.pyplot as plt
+
+    if frame.empty or "episode_return_mean" not in frame:
+        raise UserError(
+            "no metric lines yet (the job prints one per training iteration): run this cell again later."
+        )
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    x = frame["env_steps"] if "env_steps" in frame else frame.index
+    left.plot(x, frame["episode_return_mean"], marker="o", markersize=3)
+    left.set_xlabel("env steps")
+    left.set_ylabel("episode_return_mean")
+    left.grid(alpha=0.3)
+    if "minutes" in frame and "env_steps" in frame:
+        right.plot(
+            frame["minutes"], frame["env_steps"], marker="o", markersize=3, color="tab:green"
+        )
+        right.set_xlabel("minutes since the first iteration")
+        right.set_ylabel("env steps")
+        right.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+    return fig
+
+
+def newest_video(s3, output_path: str, job_name: str, destination: Path) -> Path | None:
+    """Download the most recent MP4 under the job's output/intermediate/videos/ (None if none yet)."""
+    bucket, prefix = split_s3_uri(
+        f"{output_path.rstrip('/')}/{job_name}/output/intermediate/videos/"
+    )
+    objects = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        objects += [
+            o
+            for o in page.get("Contents", [])
+            if o["Key"].endswith(".mp4") and not Path(o["Key"]).name.startswith(".")
+        ]
+    if not objects:
+        return None
+    newest = max(objects, key=lambda o: (o["LastModified"], o["Key"]))
+    target = Path(destination) / Path(newest["Key"]).name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    s3.download_file(bucket, newest["Key"], str(target))
+    return target
+
+
+def download_model(s3, model_uri: str, destination: Path) -> Path:
+    import tarfile
+
+    bucket, key = split_s3_uri(model_uri)
+    destination = Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    tarball = destination / "model.tar.gz"
+    s3.download_file(bucket, key, str(tarball))
+    with tarfile.open(tarball) as tar:
+        tar.extractall(destination / "model", filter="data")
+    return destination / "model"
+
+
+# -------------------------------------------------------------------------------------- costs
+def hourly_price(instance_type: str) -> float | None:
+    return PRICES.get(instance_type)
+
+
+def estimate_cost(instance_type: str, count: int, hours: float, spot: bool) -> str:
+    price = hourly_price(instance_type)
+    if price is None:
+        return f"{instance_type}: no price in the table; see the SageMaker pricing page"
+    cost = price * count * hours
+    text = f"{count} x {instance_type} at ${price:.3f}/h for {hours:g} h: ${cost:.2f} on demand"
+    if spot:
+        text += (
+            f", about ${cost * (1 - SPOT_SAVING):.2f} with managed spot (~{SPOT_SAVING:.0%} saving)"
+        )
+    return text
+
+
+def job_cost(description: dict, mode: str) -> str:
+    """What a finished job cost (SageMaker bills BillableTimeInSeconds per instance)."""
+    instance = description["ResourceConfig"]["InstanceType"]
+    count = description["ResourceConfig"].get("InstanceCount", 1)
+    price = hourly_price(instance)
+    billable = description.get("BillableTimeInSeconds")
+    if mode == "local" or billable is None:
+        return (
+            f"$0 (ran on this machine); on AWS, {instance} costs ${price or 0:.3f}/h per instance"
+        )
+    if price is None:
+        return f"{billable} billable seconds on {instance} (price not in the table)"
+    return (
+        f"{billable} billable s x {count} x ${price:.3f}/h = ${billable / 3600 * price * count:.3f}"
+    )
+
+
+def wait_until(check, timeout: float, poll_s: float = 10.0, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise UserError(f"{what} not reached within {timeout:.0f} s.")

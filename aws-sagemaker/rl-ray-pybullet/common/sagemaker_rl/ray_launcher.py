@@ -1,0 +1,366 @@
+"""Train an experiment inside a SageMaker training job, with the cluster's training core.
+
+What an entry point (``src/train-humanoid-*.py``) calls. On every host of the job it:
+
+1. reads the training-container contract (:mod:`sagemaker_rl.contract`): hyperparameters,
+   hosts, the instance's CPUs/GPUs; hyperparameters become the ``--set`` overrides and options
+   of :mod:`sagemaker_rl.hyperparameters` and the experiment is validated by ``ddrl.config``
+   exactly as on the cluster (bad input: one ``error:`` line, exit 2, written to
+   ``/opt/ml/output/failure`` so that it is the job's FailureReason);
+2. starts Ray sized to the instance: one host, a local Ray with its CPUs/GPUs; several hosts, a
+   Ray head on ``algo-1`` that the others join (:mod:`sagemaker_rl.cluster`, token auth on);
+   heterogeneous scaling, a secondary job's hosts join the primary's head found through S3
+   (:mod:`sagemaker_rl.rendezvous`);
+3. on the head, runs ``ddrl.training.run`` with Tune's results in ``/opt/ml/checkpoints/<name>``
+   (SageMaker syncs that folder with the job's checkpoint S3 URI and puts it back when a spot job
+   restarts, so a restarted job resumes from its newest checkpoint), printing ``#metrics`` lines
+   for the metric definitions and recording a video at checkpoints into
+   ``/opt/ml/output/intermediate/videos/``; the other hosts wait and exit 0 when it ends;
+4. exports the policy and the experiment config to ``/opt/ml/model`` (:mod:`sagemaker_rl.artifacts`)
+   and each trial's results to ``/opt/ml/output/data``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ddrl.errors import UserError
+
+from sagemaker_rl import hyperparameters as hp
+from sagemaker_rl.contract import Contract, num_cpus, num_gpus, resolve_host
+
+TOOLKIT = "pybullet-envs"
+
+
+def say(line: str) -> None:
+    print(f"ddrl-sagemaker: {line}", flush=True)
+
+
+def main(
+    default_config: str, name: str, toolkit: str = TOOLKIT, argv: list[str] | None = None
+) -> int:
+    """Entry point body: returns the process exit code (2 for bad input)."""
+    from ddrl.ray_runtime import quiet_rllib_notices
+
+    quiet_rllib_notices()
+    contract = Contract.from_env()
+    try:
+        return Launcher(
+            contract, default_config, name, toolkit, sys.argv[1:] if argv is None else argv
+        ).run()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        contract.write_failure(f"error: {err}")
+        return err.exit_code
+
+
+class Launcher:
+    def __init__(
+        self, contract: Contract, default_config: str, name: str, toolkit: str, argv: list[str]
+    ):
+        self.contract = contract
+        self.toolkit = toolkit
+        contract.check()
+        hyperparameters = contract.hyperparameters()
+        # SDK v3's script driver passes them as --name value too
+        hyperparameters.update(hp.parse_cli(argv))
+        self.overrides, self.options = hp.decode(hyperparameters, hp.TRAIN_OPTIONS)
+        self.config_path = self._config_path(self.options["config"] or default_config)
+        self.name = self.options["name"] or name
+        self.hosts = contract.hosts
+        self.host = contract.current_host
+        self.rank = self.hosts.index(self.host)
+        self.cpus = self.options["ray_num_cpus"] or num_cpus()
+        self.gpus = (
+            self.options["ray_num_gpus"] if self.options["ray_num_gpus"] is not None else num_gpus()
+        )
+        self.role = self.options["role"]
+        self.secondary = self.options["secondary_instance_count"]
+        self.rendezvous = None
+        if self.role == "secondary" or self.secondary:
+            if not self.options["rendezvous_s3_uri"]:
+                raise UserError(
+                    "heterogeneous scaling (role=secondary or secondary_instance_count>0) needs the "
+                    "rendezvous_s3_uri hyperparameter: an S3 prefix both jobs can read and write."
+                )
+            from sagemaker_rl.rendezvous import Rendezvous
+
+            self.rendezvous = Rendezvous(self.options["rendezvous_s3_uri"])
+        self.multi_node = len(self.hosts) > 1 or self.rendezvous is not None
+
+    # ------------------------------------------------------------------------------ config
+    def _config_path(self, config: str) -> Path:
+        from ddrl import paths
+
+        given = Path(config)
+        for candidate in (given, self.contract.channel_dir("code") / given, Path.cwd() / given):
+            if candidate.is_file():
+                return candidate
+        return paths.resolve_config_path(config)
+
+    def load_experiment(self):
+        from ddrl import config, resources
+
+        overrides = list(self.overrides)
+        if self.multi_node:
+            from sagemaker_rl.cluster import HEAD_RESOURCE
+
+            overrides.append(
+                f"resources.custom_resources_for_main_process={{{HEAD_RESOURCE}: 0.01}}"
+            )
+        auto = [o for o in overrides if o.replace(" ", "") == "env_runners.num_env_runners=auto"]
+        if auto:
+            if self.rendezvous is not None:
+                raise UserError(
+                    "env_runners__num_env_runners=auto counts the CPUs of this job's hosts only; with "
+                    "heterogeneous scaling give the number of env runners explicitly."
+                )
+            overrides = [o for o in overrides if o not in auto]
+            probe = config.load_experiment(
+                self.config_path, self.toolkit, overrides + ["env_runners.num_env_runners=0"]
+            )
+            driver = resources.required_per_trial(probe)
+            per_runner = float(
+                (probe.rllib.get("env_runners") or {}).get("num_cpus_per_env_runner", 1) or 1
+            )
+            runners = max(0, int((self.cpus * len(self.hosts) - driver.cpus) // per_runner))
+            say(
+                f"env_runners.num_env_runners=auto: {runners} ({self.cpus} CPU(s) x {len(self.hosts)} host(s), "
+                f"{driver.cpus:g} for the driver and learners)"
+            )
+            overrides.append(f"env_runners.num_env_runners={runners}")
+        return config.load_experiment(self.config_path, self.toolkit, overrides)
+
+    # --------------------------------------------------------------------------------- run
+    def run(self) -> int:
+        # every host validates: bad input fails everywhere at once
+        experiment = self.load_experiment()
+        if self.role == "secondary":
+            return self.run_worker(head=None)
+        if self.rank > 0:
+            return self.run_worker(head=self.hosts[0])
+        return self.run_driver(experiment)
+
+    def run_worker(self, head: str | None) -> int:
+        from sagemaker_rl import cluster
+
+        token, source = cluster.auth_token(
+            self.options["rendezvous_s3_uri"] or self.contract.job_name
+        )
+        cluster.enable_token_auth(token)
+        timeout = self.options["join_timeout_s"]
+        if head is None:
+            record = self.rendezvous.wait_for_head(timeout)
+            head_host, head_port = record["address"].rsplit(":", 1)
+            head_port = int(head_port)
+            what = f"the primary job's Ray head (from {self.rendezvous.uri})"
+            still_wanted = _every(10, lambda: self.rendezvous.finished() is None)
+        else:
+            head_host, head_port = resolve_host(head), cluster.gcs_port()
+            what = f"the Ray head on {head}"
+            still_wanted = None
+        say(
+            f"{self.host} is a Ray worker node; waiting for {what} at {head_host}:{head_port} (token {source})"
+        )
+        cluster.wait_for_port(head_host, head_port, timeout, what)
+        node = cluster.RayNode(
+            host=self.host,
+            ip=resolve_host(self.host),
+            rank=self.rank + (1 if self.role == "secondary" else 0) * 1000,
+            cpus=self.cpus,
+            gpus=self.gpus,
+            log_file=self.contract.output_data_dir / f"ray-{self.host}.log",
+            head_address=f"{head_host}:{head_port}",
+            status_file=self.contract.scratch_dir / "cluster-status.json",
+        )
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        return cluster.serve_as_worker(node, head_host, head_port, still_wanted)
+
+    def run_driver(self, experiment) -> int:
+        from ddrl import ray_runtime, resources, training
+
+        from sagemaker_rl import artifacts, callbacks
+
+        path = self.contract.checkpoints_dir / self.name
+        resume = bool(list(path.glob("experiment_state-*.json")))
+        if path.exists() and not resume:
+            say(
+                f"{path} holds no Tune state (a run stopped before its first trial started): starting afresh"
+            )
+            shutil.rmtree(path)
+        try:
+            training.check_can_start(path, experiment, resume)
+        except UserError as err:
+            raise UserError(
+                f"{err} On SageMaker: the job's checkpoint S3 URI already holds experiment "
+                f"'{self.name}' with other settings; give the job a new checkpoint S3 URI, or the "
+                "same hyperparameters to resume it."
+            ) from None
+        needed = resources.required_per_trial(experiment)
+        callbacks.configure(self._video_settings())
+        node = None
+        status = "failed"
+        code = 1
+        try:
+            if self.multi_node:
+                node = self._start_head(needed)
+            else:
+                os.environ.pop("RAY_ADDRESS", None)
+                granted = resources.Resources(
+                    self.cpus,
+                    self.gpus,
+                    f"this {self.contract.instance_type} instance ({self.cpus} CPU(s), {self.gpus} GPU(s))",
+                )
+                resources.check_fits(needed, granted)
+                say(ray_runtime.start_ray(granted))
+            say(
+                ("resuming " if resume else "starting ")
+                + f"experiment {path} ({experiment.algorithm} on {experiment.env})"
+            )
+            # spot interruption, max runtime: checkpoint every trial, then stop
+            signal.signal(signal.SIGTERM, training.StopRequest._handle)
+            code = training.run(
+                experiment,
+                path,
+                resume=resume,
+                callbacks=[callbacks.MetricsPrinter(), callbacks.CheckpointVideos()],
+            )
+            status = "done" if code in (0, training.EXIT_CHECKPOINTED) else "failed"
+        finally:
+            if node is not None:
+                self._stop_head(node, status)
+            else:
+                ray_runtime.stop_ray()
+        videos = callbacks.finish()
+        if code == training.EXIT_CHECKPOINTED:
+            say(
+                "stopped on SIGTERM after checkpointing; a restarted job resumes from /opt/ml/checkpoints"
+            )
+            code = 0
+        try:
+            exported = artifacts.export_model(
+                path,
+                self.contract.model_dir,
+                extra={
+                    "job": self.contract.job_name,
+                    "instance_type": self.contract.instance_type,
+                    "instance_count": len(self.hosts),
+                    "secondary_instance_count": self.secondary,
+                },
+            )
+            say(
+                f"model: {self.contract.model_dir} (policy {exported.relative_to(self.contract.model_dir)})"
+            )
+        except UserError as err:
+            say(f"no model exported: {err}")
+            if code == 0:
+                raise
+        artifacts.copy_summaries(path, self.contract.output_data_dir)
+        say(f"videos: {len(videos)} in {self.contract.intermediate_dir / 'videos'}")
+        if code != 0:
+            self.contract.write_failure(
+                f"training failed (exit code {code}); see the trial's error.txt in the checkpoints"
+            )
+        return code
+
+    def _video_settings(self):
+        from sagemaker_rl.callbacks import VideoSettings
+
+        o = self.options
+        return VideoSettings(
+            intermediate_dir=self.contract.intermediate_dir,
+            scratch_dir=self.contract.scratch_dir,
+            every=o["video_every"],
+            max_steps=o["video_max_steps"],
+            episodes=o["video_episodes"],
+            width=o["video_width"],
+            height=o["video_height"],
+            fps=o["video_fps"],
+        )
+
+    # ---------------------------------------------------------------------------- cluster
+    def _start_head(self, needed):
+        from ddrl import ray_runtime, resources
+
+        from sagemaker_rl import cluster
+
+        token, source = cluster.auth_token(
+            self.options["rendezvous_s3_uri"] or self.contract.job_name
+        )
+        cluster.enable_token_auth(token)
+        ip, port = resolve_host(self.host), cluster.gcs_port()
+        expected = len(self.hosts) + self.secondary
+        node = cluster.RayNode(
+            host=self.host,
+            ip=ip,
+            rank=0,
+            cpus=self.cpus,
+            gpus=self.gpus,
+            log_file=self.contract.output_data_dir / f"ray-{self.host}.log",
+            port=port,
+        )
+        say(
+            f"{self.host} runs the Ray head at {ip}:{port} (token {source}); waiting for {expected} node(s)"
+        )
+        node.start()
+        try:
+            cluster.wait_for_port(ip, port, 120, "our own Ray head")
+            os.environ["RAY_ADDRESS"] = f"{ip}:{port}"
+            os.environ["DDRL_NODE_IP"] = ip
+            say(ray_runtime.start_ray())
+            if self.rendezvous is not None:
+                self.rendezvous.publish_head(f"{ip}:{port}", self.contract.job_name)
+                say(f"published the head at {self.rendezvous.uri}")
+            describe = ", ".join(self.hosts) + (
+                f" and {self.secondary} secondary host(s)" if self.secondary else ""
+            )
+            alive = cluster.wait_for_nodes(expected, self.options["join_timeout_s"], describe)
+            total = resources.ray_cluster()
+            say(f"Ray cluster up: {len(alive)} node(s), {total}")
+            resources.check_fits(needed, total)
+        except BaseException:
+            self._stop_head(node, "failed")
+            raise
+        return node
+
+    def _stop_head(self, node, status: str) -> None:
+        from ddrl import ray_runtime
+
+        from sagemaker_rl import cluster
+
+        try:
+            import ray
+
+            if ray.is_initialized():
+                heard = cluster.release_workers(status)
+                say(f"told {heard} worker node(s) that training ended ({status})")
+        finally:
+            if self.rendezvous is not None:
+                try:
+                    self.rendezvous.mark_finished(status)
+                except Exception as err:  # S3 unreachable: the secondaries still hear it from Ray
+                    say(f"could not mark the rendezvous finished: {err}")
+            ray_runtime.stop_ray()
+            node.stop()
+            os.environ.pop("RAY_ADDRESS", None)
+
+
+def _every(seconds: float, check):
+    """``check`` at most every ``seconds`` (S3 polls), True in between."""
+    last = {"t": 0.0, "value": True}
+
+    def wrapped() -> bool:
+        if time.time() - last["t"] >= seconds:
+            last["t"], last["value"] = time.time(), check()
+        return last["value"]
+
+    return wrapped
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)

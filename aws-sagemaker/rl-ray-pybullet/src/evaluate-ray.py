@@ -1,0 +1,18 @@
+"""Evaluate a trained model: load the artifact, run N episodes, report returns, record a video.
+
+As a SageMaker job: give it the training job's model.tar.gz as its 'model' input channel and
+hyperparameters episodes, max_steps, seed, stochastic, video_episodes (see
+common/sagemaker_rl/evaluate.py). Locally: python src/evaluate-ray.py --model PATH [--episodes 5].
+"""
+
+import sys
+from pathlib import Path
+
+_COMMON = Path(__file__).resolve().parents[1] / "common"
+if _COMMON.is_dir():  # run from the repository; in a job, sagemaker_rl sits beside this file
+    sys.path.insert(1, str(_COMMON))
+
+from sagemaker_rl import evaluate  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(evaluate.main())

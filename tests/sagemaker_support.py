@@ -1,0 +1,119 @@
+"""Helpers of the SageMaker pipeline tests: a faithful local training container, moto, notebooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PIPELINE = REPO / "aws-sagemaker" / "rl-ray-pybullet"
+SRC = PIPELINE / "src"
+COMMON = PIPELINE / "common"
+NOTEBOOK = PIPELINE / "humanoid-pipeline.ipynb"
+if str(COMMON) not in sys.path:
+    sys.path.insert(0, str(COMMON))
+
+from sagemaker_rl.contract import Contract, container_environment, write_contract  # noqa: E402
+
+#: Tiny runs of each algorithm (seconds per iteration), through hyperparameters as a job gets them.
+TINY = {
+    "ppo": {
+        "training__train_batch_size_per_learner": 200,
+        "training__minibatch_size": 100,
+        "training__num_epochs": 1,
+        "rl_module__model_config__fcnet_hiddens": [32, 32],
+        "env_runners__num_env_runners": 0,
+    },
+    "sac": {
+        "training__num_steps_sampled_before_learning_starts": 50,
+        "training__train_batch_size_per_learner": 32,
+        "rl_module__model_config__fcnet_hiddens": [32, 32],
+        "reporting__min_sample_timesteps_per_iteration": 40,
+        "reporting__min_time_s_per_iteration": 0,
+        "env_runners__num_env_runners": 0,
+    },
+    "td3": {
+        "training__num_steps_sampled_before_learning_starts": 64,
+        "training__actor_hiddens": [32],
+        "training__critic_hiddens": [32],
+        "reporting__min_sample_timesteps_per_iteration": 128,
+        "env_runners__num_env_runners": 0,
+    },
+}
+#: Short, small videos.
+TINY_VIDEO = {"video_max_steps": 15, "video_width": 96, "video_height": 72, "video_fps": 15}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def container_env(contract: Contract, num_cpus: int = 2, extra: dict | None = None) -> dict:
+    """The process environment of a training container at ``contract``: ours plus the SM_* variables."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RAY_ADDRESS",) and not k.startswith(("SM_", "DDRL_SM_"))
+    }
+    env.update(container_environment(contract, num_cpus=num_cpus, num_gpus=0))
+    env.update({"TRAINING_JOB_NAME": f"test-{contract.base.name}", "PYTHONUNBUFFERED": "1"})
+    env.update(extra or {})
+    return env
+
+
+def cli_args(hyperparameters: dict) -> list[str]:
+    """How SDK v3's script driver passes hyperparameters: --name value."""
+    args = []
+    for name, value in hyperparameters.items():
+        args += [f"--{name}", value if isinstance(value, str) else json.dumps(value)]
+    return args
+
+
+def run_entry_point(
+    script: str,
+    contract: Contract,
+    timeout: float = 300,
+    extra_env: dict | None = None,
+    args: list[str] | None = None,
+    **popen,
+) -> subprocess.CompletedProcess:
+    """Run src/<script> as the SDK's driver does: from the code folder, hyperparameters as arguments."""
+    code_dir = contract.channel_dir("code")
+    hyperparameters = (
+        json.loads(contract.hyperparameters_file.read_text())
+        if contract.hyperparameters_file.is_file()
+        else {}
+    )
+    command = [
+        sys.executable,
+        str(code_dir / script if (code_dir / script).is_file() else SRC / script),
+    ]
+    command += cli_args(hyperparameters) if args is None else args
+    return subprocess.run(
+        command,
+        cwd=code_dir if code_dir.is_dir() else contract.base,
+        env=container_env(contract, extra=extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **popen,
+    )
+
+
+def stage_job(base: Path, script: str, hyperparameters: dict, **contract_kwargs) -> Contract:
+    """A training container as SageMaker lays it out, with the staged source in its code channel."""
+    from sagemaker_rl import pipeline
+
+    staged = pipeline.stage_source(base.parent / f"{base.name}-source")
+    assert (staged / script).is_file()
+    return write_contract(base, hyperparameters, channels={"code": staged}, **contract_kwargs)
+
+
+def metric_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("#metrics ")]

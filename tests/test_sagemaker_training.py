@@ -1,0 +1,358 @@
+"""The entry points under a faithful local training container: real training, artifacts, resume, two hosts."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sagemaker_support import (
+    TINY,
+    TINY_VIDEO,
+    cli_args,
+    container_env,
+    free_port,
+    metric_lines,
+    run_entry_point,
+    stage_job,
+)
+from sagemaker_rl import metrics
+
+pytestmark = pytest.mark.slow
+
+
+def check_artifacts(contract, algorithm: str, last_iteration: int) -> None:
+    """What SageMaker expects where: checkpoints, the model artifact, videos, summaries."""
+    experiment = contract.checkpoints_dir / f"humanoid-{algorithm.lower()}"
+    assert list(experiment.glob("experiment_state-*.json")), (
+        "Tune's state in /opt/ml/checkpoints (synced to S3)"
+    )
+    (trial,) = [p for p in experiment.iterdir() if p.is_dir()]
+    assert trial.name.startswith(f"{algorithm}_HumanoidBulletEnv-v0")
+    assert (trial / f"checkpoint_{last_iteration - 1:06d}" / "rllib_checkpoint.json").is_file()
+
+    model = json.loads((contract.model_dir / "model.json").read_text())
+    assert model["algorithm"] == algorithm and model["env"] == "HumanoidBulletEnv-v0"
+    assert model["training_iteration"] == last_iteration and model["job"].startswith("test-")
+    policy = contract.model_dir / model["checkpoint"]
+    for part in (
+        "rllib_checkpoint.json",
+        "learner_group/learner/rl_module/default_policy",
+        "env_runner/env_to_module_connector",
+        "env_runner/module_to_env_connector",
+    ):
+        assert (policy / part).exists(), part
+    assert not (policy / "learner_group" / "learner" / "state.pkl").exists(), (
+        "the policy only, no optimizer state"
+    )
+    saved = (contract.model_dir / "experiment.yaml").read_text()
+    assert f"algorithm: {algorithm}" in saved and "env: HumanoidBulletEnv-v0" in saved
+
+    videos = sorted((contract.intermediate_dir / "videos").glob("*.mp4"))
+    assert (
+        videos
+        and videos[-1].name == f"HumanoidBulletEnv-v0-{algorithm}-iter{last_iteration:06d}.mp4"
+    ), videos
+    assert videos[-1].stat().st_size > 1000 and not list(
+        (contract.intermediate_dir / "videos").glob(".*")
+    )
+    summary = json.loads(videos[-1].with_suffix(".json").read_text())
+    assert summary["frames"] >= 2 and summary["algorithm"] == algorithm
+    assert (contract.output_data_dir / experiment.name / trial.name / "result.json").is_file()
+    assert not contract.failure_file.exists()
+
+
+def check_metric_lines(stdout: str, iterations: list[int]) -> list[dict]:
+    """The notebook's metric definitions read every #metrics line of the real log."""
+    lines = metric_lines(stdout)
+    rows = metrics.parse_lines(stdout.splitlines())
+    assert len(lines) == len(rows) == len(iterations), lines
+    assert [int(r["training_iteration"]) for r in rows] == iterations
+    for row in rows:
+        for name in ("env_steps", "time_this_iter_s", "env_steps_per_s"):
+            assert name in row, (name, row)
+    assert "episode_return_mean" in rows[-1], (
+        rows
+    )  # (an iteration in which no episode ended has none)
+    assert rows[-1]["env_steps"] > rows[0]["env_steps"] > 0
+    return rows
+
+
+def test_ppo_job_interrupted_by_spot_resumes_from_checkpoints_and_leaves_every_artifact(tmp_path):
+    hyperparameters = {
+        **TINY["ppo"],
+        **TINY_VIDEO,
+        "stop__iterations": 5,
+        "checkpoint__every": 1,
+        "video_every": 2,
+    }
+    first = stage_job(tmp_path / "first" / "opt-ml", "train-humanoid-ppo.py", hyperparameters)
+    log = (tmp_path / "first.log").open("w")
+    command = [
+        sys.executable,
+        str(first.channel_dir("code") / "train-humanoid-ppo.py"),
+        *cli_args(hyperparameters),
+    ]
+    proc = subprocess.Popen(
+        command,
+        cwd=first.channel_dir("code"),
+        env=container_env(first),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    experiment = first.checkpoints_dir / "humanoid-ppo"
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:  # the instance goes away after 2 checkpointed iterations
+            if (
+                list(experiment.glob("*/checkpoint_000001/rllib_checkpoint.json"))
+                and proc.poll() is None
+            ):
+                break
+            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("no checkpoint within 240 s")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process group we started: launcher, Ray, video
+        proc.wait()
+    saved = sorted(int(p.name.split("_")[1]) for p in experiment.glob("*/checkpoint_*"))
+    assert saved and 1 <= max(saved) < 4, saved
+
+    # SageMaker restarts the job on a new instance and restores /opt/ml/checkpoints from S3
+    second = stage_job(tmp_path / "second" / "opt-ml", "train-humanoid-ppo.py", hyperparameters)
+    shutil.copytree(first.checkpoints_dir, second.checkpoints_dir, dirs_exist_ok=True)
+    result = run_entry_point("train-humanoid-ppo.py", second, timeout=300)
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert "ddrl-sagemaker: resuming experiment" in out and "starting experiment" not in out
+    rows = check_metric_lines(
+        out, list(range(int(metric_lines(out)[0].split("training_iteration=")[1].split()[0]), 6))
+    )
+    assert 2 <= rows[0]["training_iteration"] <= max(saved) + 2, (
+        saved,
+        rows[0],
+    )  # continued, not restarted
+    check_artifacts(second, "PPO", last_iteration=5)
+
+    # the evaluation entry point on that model artifact (its model.tar.gz, as a 'model' channel)
+    import tarfile
+
+    tarball = tmp_path / "model.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        for path in second.model_dir.rglob("*"):
+            tar.add(path, arcname=str(path.relative_to(second.model_dir)))
+    evaluation = stage_job(
+        tmp_path / "eval" / "opt-ml",
+        "evaluate-ray.py",
+        {"episodes": 3, "max_steps": 25, "video_width": 96, "video_height": 72},
+    )
+    (evaluation.channel_dir("model")).mkdir(parents=True)
+    shutil.copy2(tarball, evaluation.channel_dir("model") / "model.tar.gz")
+    result = run_entry_point("evaluate-ray.py", evaluation, timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    eval_rows = metrics.parse_lines(result.stdout.splitlines(), metrics.EVALUATE_METRIC_DEFINITIONS)
+    assert [r for r in eval_rows if "eval_episode_return" in r].__len__() == 3
+    report = json.loads((evaluation.model_dir / "evaluation.json").read_text())
+    assert len(report["episodes"]) == 3 and all(e["length"] <= 25 for e in report["episodes"])
+    assert eval_rows[-1]["eval_mean_return"] == pytest.approx(report["mean_return"], rel=1e-4)
+    assert (
+        evaluation.intermediate_dir / "videos" / "evaluation-HumanoidBulletEnv-v0-PPO.mp4"
+    ).stat().st_size > 1000
+
+
+def test_sac_and_td3_entry_points_train_under_the_container_contract(tmp_path):
+    runs = {}
+    for algorithm in ("sac", "td3"):  # both at once: most of each run is starting Ray
+        hyperparameters = {
+            **TINY[algorithm],
+            **TINY_VIDEO,
+            "stop__iterations": 2,
+            "checkpoint__every": 1,
+            "video_every": 0,
+        }
+        contract = stage_job(
+            tmp_path / algorithm / "opt-ml", f"train-humanoid-{algorithm}.py", hyperparameters
+        )
+        script = contract.channel_dir("code") / f"train-humanoid-{algorithm}.py"
+        runs[algorithm] = (
+            contract,
+            subprocess.Popen(
+                [sys.executable, str(script), *cli_args(hyperparameters)],
+                cwd=script.parent,
+                env=container_env(contract, num_cpus=1),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ),
+        )
+    for algorithm, (contract, proc) in runs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out[-4000:]
+        check_metric_lines(out, [1, 2])
+        check_artifacts(contract, algorithm.upper(), last_iteration=2)
+        assert (
+            len(list((contract.intermediate_dir / "videos").glob("*.mp4"))) == 1
+        )  # video_every=0: the final one
+
+
+def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
+    hyperparameters = {
+        **TINY["ppo"],
+        **TINY_VIDEO,
+        "env_runners__num_env_runners": 1,
+        "stop__iterations": 2,
+        "checkpoint__every": 1,
+        "video_every": 0,
+        "ray_num_cpus": 1,
+        "join_timeout_s": 120,
+    }
+    extra = {
+        "DDRL_SM_HOST_IPS": "algo-1=127.0.0.2,algo-2=127.0.0.3",
+        "DDRL_SM_RAY_PORT": str(free_port()),
+        "DDRL_SM_RAY_AGENT_PORT": str(free_port()),
+        "DDRL_RAY_AUTH_TOKEN": "t" * 64,
+        "RAY_TMPDIR": f"/tmp/ddrl-sm-{os.getpid()}",
+    }
+    procs = {}
+    for host in ("algo-1", "algo-2"):
+        contract = stage_job(
+            tmp_path / host / "opt-ml",
+            "train-humanoid-ppo.py",
+            hyperparameters,
+            hosts=["algo-1", "algo-2"],
+            current_host=host,
+        )
+        script = contract.channel_dir("code") / "train-humanoid-ppo.py"
+        env = {
+            **container_env(contract, num_cpus=1),
+            **extra,
+            "TRAINING_JOB_NAME": "test-two-hosts",
+        }
+        procs[host] = (
+            contract,
+            subprocess.Popen(
+                [sys.executable, str(script), *cli_args(hyperparameters)],
+                cwd=script.parent,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            ),
+        )
+    outputs = {}
+    try:
+        for host, (contract, proc) in procs.items():
+            outputs[host], _ = proc.communicate(timeout=300)
+    finally:
+        for _, proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(extra["RAY_TMPDIR"], ignore_errors=True)
+    for host, (_, proc) in procs.items():
+        assert proc.returncode == 0, f"{host}:\n{outputs[host][-4000:]}"
+    head, worker = outputs["algo-1"], outputs["algo-2"]
+    assert (
+        "runs the Ray head at 127.0.0.2" in head and "Ray cluster up: 2 node(s), 2 CPU(s)" in head
+    )
+    assert "told 1 worker node(s) that training ended (done)" in head
+    assert (
+        "joining the head at 127.0.0.2" in worker
+        and "the head says training ended (done)" in worker
+    )
+    assert "#metrics" not in worker, "the driver runs on the head only"
+
+    head_contract = procs["algo-1"][0]
+    check_metric_lines(head, [1, 2])
+    check_artifacts(head_contract, "PPO", last_iteration=2)
+    (trial,) = [p for p in (head_contract.checkpoints_dir / "humanoid-ppo").iterdir() if p.is_dir()]
+    placement = json.loads((trial / "result.json").read_text().splitlines()[-1])["placement"]
+    assert (
+        placement["num_env_runner_nodes"] == 1
+        and placement["env_runner_nodes"] != placement["driver_node"]
+    ), placement
+    worker_contract = procs["algo-2"][0]
+    assert not list(worker_contract.checkpoints_dir.iterdir()) and not list(
+        worker_contract.model_dir.iterdir()
+    )
+    assert (
+        "Local node IP: 127.0.0.3"
+        in (worker_contract.output_data_dir / "ray-algo-2.log").read_text()
+    )
+
+
+def test_heterogeneous_secondary_job_joins_the_primary_through_the_rendezvous(tmp_path):
+    """Two jobs (primary: head + driver; secondary: only env runners) meet through the rendezvous."""
+    rendezvous = f"file://{tmp_path}/rendezvous/run-1"
+    common = {
+        **TINY["ppo"],
+        **TINY_VIDEO,
+        "env_runners__num_env_runners": 1,
+        "stop__iterations": 2,
+        "checkpoint__every": 1,
+        "video_every": 0,
+        "ray_num_cpus": 1,
+        "join_timeout_s": 120,
+        "rendezvous_s3_uri": rendezvous,
+    }
+    jobs = {
+        "primary": ({**common, "secondary_instance_count": 1}, "127.0.0.2"),
+        "secondary": ({**common, "role": "secondary"}, "127.0.0.3"),
+    }
+    base_env = {
+        "DDRL_SM_RAY_PORT": str(free_port()),
+        "DDRL_SM_RAY_AGENT_PORT": str(free_port()),
+        "DDRL_RAY_AUTH_TOKEN": "h" * 64,
+        "RAY_TMPDIR": f"/tmp/ddrl-smh-{os.getpid()}",
+    }
+    procs = {}
+    for role, (hyperparameters, ip) in jobs.items():
+        contract = stage_job(tmp_path / role / "opt-ml", "train-humanoid-ppo.py", hyperparameters)
+        script = contract.channel_dir("code") / "train-humanoid-ppo.py"
+        env = {
+            **container_env(contract, num_cpus=1),
+            **base_env,
+            "DDRL_SM_HOST_IPS": f"algo-1={ip}",
+            "TRAINING_JOB_NAME": f"test-{role}",
+        }
+        procs[role] = (
+            contract,
+            subprocess.Popen(
+                [sys.executable, str(script), *cli_args(hyperparameters)],
+                cwd=script.parent,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            ),
+        )
+    outputs = {}
+    try:
+        for role, (_, proc) in procs.items():
+            outputs[role], _ = proc.communicate(timeout=300)
+    finally:
+        for _, proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(base_env["RAY_TMPDIR"], ignore_errors=True)
+    for role, (_, proc) in procs.items():
+        assert proc.returncode == 0, f"{role}:\n{outputs[role][-4000:]}"
+    assert "published the head at " + rendezvous in outputs["primary"]
+    assert "Ray cluster up: 2 node(s)" in outputs["primary"]
+    assert (
+        "joining the head at 127.0.0.2" in outputs["secondary"]
+        and "training ended" in outputs["secondary"]
+    )
+    assert (
+        json.loads(Path(tmp_path / "rendezvous" / "run-1" / "status.json").read_text())["status"]
+        == "done"
+    )
+    check_artifacts(procs["primary"][0], "PPO", last_iteration=2)

@@ -1,0 +1,337 @@
+"""SageMaker pipeline pieces that train nothing: hyperparameter encoding, contract, metrics, pins, errors."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from sagemaker_support import (
+    PIPELINE,
+    REPO,
+    SRC,
+    TINY,
+    container_env,
+    free_port,
+    run_entry_point,
+    stage_job,
+)
+from sagemaker_rl import hyperparameters as hp
+from sagemaker_rl import metrics, pipeline
+from sagemaker_rl.contract import resolve_host, write_contract
+
+from ddrl.errors import UserError
+
+
+# ------------------------------------------------------------------------------ hyperparameters
+def test_dotted_names_are_encoded_so_that_they_survive_the_sdk_shell_driver(tmp_path):
+    encoded = hp.encode(
+        {
+            "training.lr": 1e-4,
+            "rl_module.model_config.fcnet_hiddens": [64, 64],
+            "training.lambda_": 0.95,
+            "stop.iterations": 3,
+            "video_every": 2,
+            "ray_num_cpus": 4,
+        }
+    )
+    assert encoded == {
+        "training__lr": "0.0001",
+        "rl_module__model_config__fcnet_hiddens": "[64, 64]",
+        "training__lambda_": "0.95",
+        "stop__iterations": "3",
+        "video_every": "2",
+        "ray_num_cpus": "4",
+    }
+    # what SDK v3's environment.py writes and sm_train.sh sources: dotted names break it, ours do not
+    script = tmp_path / "env.sh"
+    script.write_text(
+        "set -e\n"
+        + "".join(f"export SM_HP_{k.upper()}='{v}'\n" for k, v in encoded.items())
+        + 'echo "$SM_HP_TRAINING__LR"\n'
+    )
+    assert (
+        subprocess.run(["bash", str(script)], capture_output=True, text=True).stdout.strip()
+        == "0.0001"
+    )
+    script.write_text("set -e\nexport SM_HP_TRAINING.LR='0.0001'\necho reached\n")
+    broken = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert (
+        broken.returncode != 0
+        and "not a valid identifier" in broken.stderr
+        and "reached" not in broken.stdout
+    )
+
+    overrides, options = hp.decode(encoded)
+    assert sorted(overrides) == sorted(
+        [
+            "training.lr=0.0001",
+            "rl_module.model_config.fcnet_hiddens=[64, 64]",
+            "training.lambda_=0.95",
+            "stop.iterations=3",
+        ]
+    )
+    assert (
+        options["video_every"] == 2
+        and options["ray_num_cpus"] == 4
+        and options["role"] == "primary"
+    )
+    # SageMaker's own hyperparameters are ignored; dotted names (other drivers) decode the same way
+    assert hp.decode(
+        {"sagemaker_program": "x.py", "_tuning_objective_metric": "m", "training.lr": "1e-3"}
+    )[0] == ["training.lr=1e-3"]
+    assert hp.parse_cli(["--training__lr", "0.001", "--video_every=3"]) == {
+        "training__lr": "0.001",
+        "video_every": "3",
+    }
+
+
+@pytest.mark.parametrize(
+    "hyperparameters,message",
+    [
+        ({"vide_every": "2"}, "unknown hyperparameter 'vide_every'. Did you mean 'video_every'?"),
+        ({"video_every": "often"}, "'video_every' must be an integer"),
+        ({"video_every": "-1"}, "'video_every' must be at least 0"),
+        ({"role": "tertiary"}, "must be one of primary, secondary"),
+        ({"training____lr": "1"}, "empty part in the config path"),
+    ],
+)
+def test_bad_hyperparameters_say_what_to_do(hyperparameters, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        hp.decode(hyperparameters)
+
+
+def test_encode_rejects_names_no_shell_accepts():
+    with pytest.raises(UserError, match="letters, digits and underscores"):
+        hp.encode({"training.lr rate": 1})
+
+
+# ------------------------------------------------------------------------------------ contract
+def test_contract_layout_variables_and_host_resolution(tmp_path):
+    contract = write_contract(
+        tmp_path / "ml",
+        {"stop__iterations": 2},
+        hosts=["algo-2", "algo-10", "algo-1"],
+        current_host="algo-2",
+    )
+    assert contract.hosts == ["algo-1", "algo-2", "algo-10"] and contract.current_host == "algo-2"
+    assert json.loads(contract.hyperparameters_file.read_text()) == {
+        "stop__iterations": "2"
+    }  # strings, as the API stores them
+    for folder in ("model", "checkpoints", "output/intermediate", "output/data", "input/config"):
+        assert (tmp_path / "ml" / folder).is_dir(), folder
+    env = container_env(contract)
+    assert env["SM_CURRENT_HOST"] == "algo-2" and json.loads(env["SM_HOSTS"]) == contract.hosts
+    assert env["SM_HP_STOP__ITERATIONS"] == "2" and env["DDRL_SM_BASE_DIR"] == str(contract.base)
+    assert (
+        resolve_host("algo-2", {"DDRL_SM_HOST_IPS": "algo-1=127.0.0.2,algo-2=127.0.0.3"})
+        == "127.0.0.3"
+    )
+    with pytest.raises(UserError, match="DDRL_SM_HOST_IPS"):
+        resolve_host("algo-1", {"DDRL_SM_HOST_IPS": "algo-1"})
+
+
+def test_entry_point_outside_a_training_container_says_how_to_run_it(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SRC / "train-humanoid-ppo.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DDRL_SM_BASE_DIR": str(tmp_path / "nothing-here")},
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "hyperparameters.json does not exist" in proc.stderr and "DDRL_SM_BASE_DIR" in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_config_override_fails_before_ray_starts_and_becomes_the_failure_reason(tmp_path):
+    contract = stage_job(
+        tmp_path / "ml", "train-humanoid-ppo.py", {**TINY["ppo"], "training__lrr": "0.1"}
+    )
+    proc = run_entry_point("train-humanoid-ppo.py", contract, timeout=180)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "unknown key 'lrr'" in proc.stderr and "Did you mean 'lr'?" in proc.stderr
+    assert "unknown key 'lrr'" in contract.failure_file.read_text()  # SageMaker's FailureReason
+    assert not list(contract.checkpoints_dir.iterdir()), "nothing started"
+
+
+# ------------------------------------------------------------------------------------- metrics
+def test_metric_lines_and_definitions_agree():
+    result = {
+        "training_iteration": 3,
+        "num_env_steps_sampled_lifetime": 1200,
+        "time_this_iter_s": 1.5,
+        "time_total_s": 4.0,
+        "env_runners": {
+            "episode_return_mean": -45.25,
+            "episode_return_max": -1e-3,
+            "episode_return_min": -90.0,
+            "episode_len_mean": float("nan"),
+        },
+    }
+    line = metrics.training_line(result)
+    assert "episode_len_mean" not in line  # NaN (no episode yet) is left out, never printed as nan
+    (row,) = metrics.parse_lines(["(PPO pid=1) noise", line])
+    assert row == {
+        "training_iteration": 3,
+        "env_steps": 1200,
+        "episode_return_mean": -45.25,
+        "episode_return_max": -0.001,
+        "episode_return_min": -90.0,
+        "time_this_iter_s": 1.5,
+        "time_total_s": 4.0,
+        "env_steps_per_s": 300.0,
+    }
+    names = [d["Name"] for d in metrics.TRAINING_METRIC_DEFINITIONS]
+    assert "episode_return_mean" in names and len(set(names)) == len(names)
+    eval_rows = metrics.parse_lines(
+        [metrics.eval_episode_line(0, 12.5, 20), metrics.eval_summary_line([12.5, 7.5], [20, 10])],
+        metrics.EVALUATE_METRIC_DEFINITIONS,
+    )
+    assert eval_rows == [
+        {"eval_episode_return": 12.5},
+        {"eval_mean_return": 10.0, "eval_mean_length": 15.0},
+    ]
+
+
+# ---------------------------------------------------------------------------- image and pins
+def _pins(path):
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[re.sub(r"\[.*\]", "", name).strip().lower()] = version.strip()
+    return pins
+
+
+def test_dockerfile_installs_exactly_the_project_pins():
+    dockerfile = (PIPELINE / "Dockerfile").read_text()
+    project, notebook = _pins(REPO / "requirements.txt"), _pins(PIPELINE / "requirements.txt")
+    assert "COPY requirements.txt pyproject.toml ./" in dockerfile
+    installs = [
+        line for line in dockerfile.replace("\\\n", " ").splitlines() if "pip install" in line
+    ]
+    assert any("-r requirements.txt" in line for line in installs), installs
+    # every other package the Dockerfile names is pinned as the project (or the notebook side) pins it
+    named = dict(re.findall(r'"?([A-Za-z0-9_.\-\[\]]+)==([0-9][^"\s]*)"?', " ".join(installs)))
+    assert named, installs
+    for name, version in named.items():
+        name = re.sub(r"\[.*\]", "", name).lower()
+        assert project.get(name, notebook.get(name)) == version, (name, version)
+    assert (
+        "grep -E '^torch==' requirements.txt" in dockerfile
+    )  # the CPU wheel at the pinned torch version
+    assert "python:3.11" in dockerfile and ">=3.11,<3.12" in (REPO / "pyproject.toml").read_text()
+    for needed in (
+        "cte-power/ddrl",
+        "cte-power/trainings",
+        "rl-ray-pybullet/common",
+        "rl-ray-pybullet/src",
+        "pip install --no-deps -e .",
+    ):
+        assert needed in dockerfile, needed
+    ignored = (PIPELINE / "Dockerfile.dockerignore").read_text()
+    assert (
+        "!cte-power/ddrl/**" in ignored and "**\n" in ignored
+    )  # the .venv and results stay out of the context
+
+
+def test_notebook_parameters_are_checked():
+    with pytest.raises(UserError, match="ALGORITHM 'ppo2' is not one of ppo, sac, td3"):
+        pipeline.Parameters("ppo2", "local", "ml.c5.4xlarge", 1, True, "us-west-2").check()
+    with pytest.raises(UserError, match="MODE"):
+        pipeline.Parameters("ppo", "cloud", "ml.c5.4xlarge", 1, True, "us-west-2").check()
+    params = pipeline.Parameters("SAC", "aws", "ml.g4dn.4xlarge", 2, True, "us-west-2").check()
+    assert params.entry_script == "train-humanoid-sac.py" and params.gpu
+    assert "$6.74 on demand" in pipeline.estimate_cost(
+        "ml.g4dn.4xlarge", 2, 2, True
+    )  # 1.686 x 2 x 2
+
+
+# --------------------------------------------------------------------------- moto-backed pieces
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def offline_aws(moto_endpoint, monkeypatch):
+    for name, value in {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+    }.items():
+        monkeypatch.setenv(name, value)
+    import boto3
+
+    session = boto3.Session(region_name="us-west-2")
+    pipeline.ensure_bucket(session.client("s3"), "ddrl-test", "us-west-2")
+    return session
+
+
+def test_s3_rendezvous_publishes_the_head_and_the_end(offline_aws):
+    from sagemaker_rl.rendezvous import Rendezvous
+
+    primary, secondary = (
+        Rendezvous("s3://ddrl-test/rendezvous/run-1"),
+        Rendezvous("s3://ddrl-test/rendezvous/run-1/"),
+    )
+    with pytest.raises(UserError, match="no Ray head published"):
+        secondary.wait_for_head(timeout=0.1, poll_s=0.05)
+    primary.publish_head("10.0.1.23:6379", "job-a")
+    assert secondary.wait_for_head(timeout=5, poll_s=0.05)["address"] == "10.0.1.23:6379"
+    assert secondary.finished() is None
+    primary.mark_finished("done")
+    assert secondary.finished() == "done"
+    with pytest.raises(UserError, match="expected s3://bucket/prefix"):
+        Rendezvous("http://example/prefix")
+
+
+def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(offline_aws, tmp_path):
+    """Why hyperparameters are encoded: SDK v3's own container driver fails on a dotted name."""
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.train import ModelTrainer
+    from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode
+
+    from sagemaker_rl import local_mode
+
+    role = pipeline.ensure_role(offline_aws.client("iam"))
+    source = pipeline.stage_source(tmp_path / "source")
+    trainer = ModelTrainer(
+        training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
+        role=role,
+        base_job_name="dotted",
+        sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
+        source_code=SourceCode(source_dir=str(source), entry_script="train-humanoid-ppo.py"),
+        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
+        output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
+        hyperparameters={"training.lr": 0.001},
+    )
+    trainer.train(wait=False, logs=False)
+    lines = []
+    job = local_mode.run_job(
+        trainer._latest_training_job.training_job_name,
+        offline_aws,
+        work_dir=tmp_path / "jobs",
+        echo=lines.append,
+        check=False,
+    )
+    assert job.exit_code != 0
+    assert any(
+        "SM_HP_TRAINING.LR" in line and "not a valid identifier" in line for line in lines
+    ), lines[-20:]
+    assert "Training Execution failed" in job.failure_reason
+    assert not any(line.startswith("ddrl-sagemaker:") for line in lines), "our code never ran"
