@@ -20,6 +20,7 @@ TINY_PPO = [
     "--set", "training.minibatch_size=100",
     "--set", "training.num_epochs=2",
     "--set", "rl_module.model_config.fcnet_hiddens=[64,64]",
+    "--set", "env_runners.num_envs_per_env_runner=2",  # vectorised as shipped, but light
 ]
 TINY_SAC = [
     "--config", "trainings/pybullet-envs/sac.yaml",

@@ -1,20 +1,26 @@
 """Throughput measurements against the physical limits of the machine (``scripts/bench/``).
 
 Four kinds of figure, all in env steps per second of one environment's steps:
-- ``raw_env_rate``: random actions in one process, nothing else: the limit for sampling;
-- ``sampling_rate``: one RLlib env runner of a shipped config, in this process (one core);
-- ``reference_offpolicy_rate`` / ``reference_ppo_rate``: minimal plain-PyTorch loops doing the same
+- ``raw_env``: random actions in one process, nothing else: the limit for sampling;
+- ``env_runner_sampling``: one RLlib env runner of a shipped config, in this process (one core);
+- ``reference_offpolicy`` / ``reference_ppo``: minimal plain-PyTorch loops doing the same
   work per env step (SAC/TD3) or per iteration (PPO) on the same network sizes, in one process:
   the limit for training on this hardware;
-- ``end_to_end_rate``: our training (Ray/RLlib, the shipped config) over timed iterations.
+- ``our_training``: our training (Ray/RLlib, the shipped config) over timed iterations.
 ``PeakMemory`` samples the resident memory of this process and all its descendants (Ray's workers).
+
+A measure and its limit are taken in alternating rounds (``interleave``), because the speed of a
+shared or virtual machine drifts by 10-20% over minutes; a ratio of two figures taken minutes apart
+would measure the drift.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
+from typing import Callable
 
 import numpy as np
 import psutil
@@ -26,39 +32,63 @@ from ddrl.networks import mlp, q_values, soft_update
 
 
 # --------------------------------------------------------------------------- limits
-def raw_env_rate(toolkit: str, env_id: str, seconds: float) -> float:
-    """Env steps/s with random actions in one process."""
+Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps, seconds); the
+# reference loops also have .close() (their environments)
+
+
+def interleave(first: Workload, second: Workload, rounds: int) -> tuple[float, float]:
+    """Env steps/s of two workloads measured in alternating rounds (first, second, first, ...)."""
+    totals = [[0, 0.0], [0, 0.0]]
+    for _ in range(rounds):
+        for total, workload in zip(totals, (first, second)):
+            steps, seconds = workload()
+            total[0] += steps
+            total[1] += seconds
+    return totals[0][0] / totals[0][1], totals[1][0] / totals[1][1]
+
+
+def raw_env(toolkit: str, env_id: str, seconds: float) -> Workload:
+    """Random actions in one process, ``seconds`` per round."""
     env = environments.make_env(toolkit, env_id)
     env.reset(seed=0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-    rate = steps / (time.perf_counter() - start)
-    env.close()
-    return rate
+
+    def run() -> tuple[int, float]:
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            steps += 1
+            if terminated or truncated:
+                env.reset()
+        return steps, time.perf_counter() - start
+
+    return run
 
 
-def sampling_rate(experiment: config.Experiment, seconds: float) -> float:
-    """Env steps/s of one env runner built from ``experiment`` (its envs per runner, its policy)."""
+@contextlib.contextmanager
+def env_runner_sampling(experiment: config.Experiment):
+    """One env runner built from ``experiment`` (its envs per runner, its policy) in this process,
+    with one torch thread as in an env runner process; one round is one ``sample()`` call of the
+    config's train batch (as PPO asks its runners for), else of 1,000 env steps."""
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     environments.register_env(experiment.toolkit, experiment.env)
-    algo_config = config.build_algorithm_config(experiment)
-    runner = SingleAgentEnvRunner(config=algo_config, worker_index=1)
+    runner = SingleAgentEnvRunner(config=config.build_algorithm_config(experiment), worker_index=1)
+    batch = experiment.rllib.get("training", {}).get("train_batch_size_per_learner", 1000)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in an env runner process (Ray sets OMP_NUM_THREADS=1 there)
+
+    def run() -> tuple[int, float]:
+        torch.set_num_threads(1)  # Ray sets OMP_NUM_THREADS=1 in a 1-CPU env runner
+        try:
+            start = time.perf_counter()
+            steps = sum(len(e) for e in runner.sample(num_timesteps=batch))
+            return steps, time.perf_counter() - start
+        finally:
+            torch.set_num_threads(threads)
+
     try:
         runner.sample(num_timesteps=200)  # warm-up: env resets, first forward passes
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            episodes = runner.sample(num_timesteps=500)
-            steps += sum(len(e) for e in episodes)
-        return steps / (time.perf_counter() - start)
+        yield run
     finally:
-        torch.set_num_threads(threads)
         runner.stop()
 
 
@@ -84,8 +114,8 @@ class _Obs:
         return torch.as_tensor(self.obs, dtype=torch.float32).reshape(1, -1)
 
 
-def reference_offpolicy_rate(toolkit: str, env_id: str, algorithm: str, training: dict, steps: int) -> float:
-    """Env steps/s of a plain loop: act, step, store, one update of the batch size (SAC or TD3)."""
+def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dict, steps: int) -> Workload:
+    """A plain loop, ``steps`` per round: act, step, store, one update of the batch size (SAC or TD3)."""
     world = _Obs(toolkit, env_id)
     obs_dim, act_dim, batch_size = world.obs_dim, world.act_dim, training["train_batch_size_per_learner"]
     activation = training.get("hidden_activation", "relu")
@@ -100,7 +130,7 @@ def reference_offpolicy_rate(toolkit: str, env_id: str, algorithm: str, training
     log_alpha = torch.zeros((), requires_grad=True)
     actor_opt, critic_opt = torch.optim.Adam(actor.parameters()), torch.optim.Adam(critics.parameters())
     alpha_opt = torch.optim.Adam([log_alpha])
-    capacity = max(steps + batch_size, 10_000)
+    capacity = 100_000
     buffer = {k: torch.zeros(capacity, d) for k, d in (("obs", obs_dim), ("act", act_dim), ("next", obs_dim))}
     rewards, dones = torch.zeros(capacity), torch.zeros(capacity)
 
@@ -147,24 +177,33 @@ def reference_offpolicy_rate(toolkit: str, env_id: str, algorithm: str, training
                 soft_update(target_actor, actor, 0.005)
             soft_update(target_critics, critics, 0.005)
 
-    def run(num_steps: int, offset: int) -> None:
-        for i in range(offset, offset + num_steps):
+    stored = 0
+
+    def play(num_steps: int) -> None:
+        nonlocal stored
+        for _ in range(num_steps):
             with torch.no_grad():
                 action = policy(world.tensor())[0][0].numpy()
             obs, next_obs, reward, terminated = world.step(action)
+            i = stored % capacity
             buffer["obs"][i], buffer["act"][i], buffer["next"][i] = torch.as_tensor(obs), torch.as_tensor(action), torch.as_tensor(next_obs)
             rewards[i], dones[i] = reward, terminated
-            if i + 1 >= batch_size:
-                update(torch.randint(0, i + 1, (batch_size,)), i)
+            stored += 1
+            if stored >= batch_size:
+                update(torch.randint(0, min(stored, capacity), (batch_size,)), stored)
 
-    run(batch_size + 20, 0)  # fill one batch, warm up
-    start = time.perf_counter()
-    run(steps, batch_size + 20)
-    return steps / (time.perf_counter() - start)
+    def run() -> tuple[int, float]:
+        start = time.perf_counter()
+        play(steps)
+        return steps, time.perf_counter() - start
+
+    play(batch_size + 20)  # fill one batch, warm up
+    run.close = world.env.close
+    return run
 
 
-def reference_ppo_rate(toolkit: str, env_id: str, training: dict, hiddens: list[int], activation: str, num_envs: int = 1) -> float:
-    """Env steps/s of one plain PPO iteration: collect the batch from ``num_envs`` envs (one batched
+def reference_ppo(toolkit: str, env_id: str, training: dict, hiddens: list[int], activation: str, num_envs: int = 1) -> Workload:
+    """Plain PPO, one iteration per round: collect the batch from ``num_envs`` envs (one batched
     forward pass per step), GAE, then epochs of minibatch SGD."""
     worlds = [_Obs(toolkit, env_id) for _ in range(num_envs)]
     obs_dim, act_dim = worlds[0].obs_dim, worlds[0].act_dim
@@ -178,57 +217,68 @@ def reference_ppo_rate(toolkit: str, env_id: str, training: dict, hiddens: list[
         mean, log_std = policy_net(obs).chunk(2, dim=-1)
         return torch.distributions.Normal(mean, log_std.exp())
 
-    start = time.perf_counter()
-    obs_buf, act_buf = torch.zeros(horizon, num_envs, obs_dim), torch.zeros(horizon, num_envs, act_dim)
-    logp_buf, values = torch.zeros(horizon, num_envs), torch.zeros(horizon + 1, num_envs)
-    rewards, dones = torch.zeros(horizon, num_envs), torch.zeros(horizon, num_envs)
-    for t in range(horizon):
-        obs = torch.cat([world.tensor() for world in worlds])
+    def run() -> tuple[int, float]:
+        start = time.perf_counter()
+        obs_buf, act_buf = torch.zeros(horizon, num_envs, obs_dim), torch.zeros(horizon, num_envs, act_dim)
+        logp_buf, values = torch.zeros(horizon, num_envs), torch.zeros(horizon + 1, num_envs)
+        rewards, dones = torch.zeros(horizon, num_envs), torch.zeros(horizon, num_envs)
+        for t in range(horizon):
+            obs = torch.cat([world.tensor() for world in worlds])
+            with torch.no_grad():
+                dist = distribution(obs)
+                actions = dist.sample()
+                logp_buf[t], values[t] = dist.log_prob(actions).sum(-1), value_net(obs)[:, 0]
+            obs_buf[t], act_buf[t] = obs, actions
+            for i, world in enumerate(worlds):
+                _, _, rewards[t, i], dones[t, i] = world.step(actions[i].clamp(-1, 1).numpy())
         with torch.no_grad():
-            dist = distribution(obs)
-            actions = dist.sample()
-            logp_buf[t], values[t] = dist.log_prob(actions).sum(-1), value_net(obs)[:, 0]
-        obs_buf[t], act_buf[t] = obs, actions
-        for i, world in enumerate(worlds):
-            _, _, rewards[t, i], dones[t, i] = world.step(actions[i].clamp(-1, 1).numpy())
-    with torch.no_grad():
-        values[horizon] = value_net(torch.cat([world.tensor() for world in worlds]))[:, 0]
-    advantages, last = torch.zeros(horizon, num_envs), torch.zeros(num_envs)
-    for t in reversed(range(horizon)):  # GAE
-        delta = rewards[t] + gamma * values[t + 1] * (1 - dones[t]) - values[t]
-        last = delta + gamma * lam * (1 - dones[t]) * last
-        advantages[t] = last
-    returns = (advantages + values[:-1]).reshape(-1)
-    obs_flat, act_flat, logp_flat, adv_flat = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim), logp_buf.reshape(-1), advantages.reshape(-1)
-    for _ in range(epochs):
-        for index in torch.randperm(len(returns)).split(minibatch):
-            dist = distribution(obs_flat[index])
-            ratio = (dist.log_prob(act_flat[index]).sum(-1) - logp_flat[index]).exp()
-            adv = adv_flat[index]
-            policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
-            value_loss = F.mse_loss(value_net(obs_flat[index]).squeeze(-1), returns[index])
-            optimizer.zero_grad()
-            (policy_loss + value_loss).backward()
-            optimizer.step()
-    return len(returns) / (time.perf_counter() - start)
+            values[horizon] = value_net(torch.cat([world.tensor() for world in worlds]))[:, 0]
+        advantages, last = torch.zeros(horizon, num_envs), torch.zeros(num_envs)
+        for t in reversed(range(horizon)):  # GAE
+            delta = rewards[t] + gamma * values[t + 1] * (1 - dones[t]) - values[t]
+            last = delta + gamma * lam * (1 - dones[t]) * last
+            advantages[t] = last
+        returns = (advantages + values[:-1]).reshape(-1)
+        obs_flat, act_flat, logp_flat, adv_flat = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim), logp_buf.reshape(-1), advantages.reshape(-1)
+        for _ in range(epochs):
+            for index in torch.randperm(len(returns)).split(minibatch):
+                dist = distribution(obs_flat[index])
+                ratio = (dist.log_prob(act_flat[index]).sum(-1) - logp_flat[index]).exp()
+                adv = adv_flat[index]
+                policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+                value_loss = F.mse_loss(value_net(obs_flat[index]).squeeze(-1), returns[index])
+                optimizer.zero_grad()
+                (policy_loss + value_loss).backward()
+                optimizer.step()
+        return len(returns), time.perf_counter() - start
+
+    run.close = lambda: [world.env.close() for world in worlds]
+    return run
 
 
 # --------------------------------------------------------------------------- ours
-def end_to_end_rate(experiment: config.Experiment, iterations: int, progress=print) -> float:
-    """Env steps/s of ``Algorithm.train()`` over ``iterations`` timed iterations, after 2 warm-up ones."""
+@contextlib.contextmanager
+def our_training(experiment: config.Experiment, progress=print):
+    """Our training (``Algorithm.train()``, Ray must be running), one iteration per round, after 2
+    warm-up iterations (past learning starts, caches filled)."""
     environments.register_env(experiment.toolkit, experiment.env)
-    algo = config.build_algorithm_config(experiment).build()
-    try:
-        for _ in range(2):  # warm-up: past learning starts, caches filled
-            before = algo.train()
+    algo = config.build_algorithm_config(experiment).build_algo()
+    last = {}
+
+    def run() -> tuple[int, float]:
+        before = last.get("num_env_steps_sampled_lifetime", 0)
         start = time.perf_counter()
-        for i in range(iterations):
-            after = algo.train()
-            progress(f"  {experiment.algorithm} iteration {i + 1}/{iterations}: {after['time_this_iter_s']:.1f} s")
+        last.update(algo.train())
         seconds = time.perf_counter() - start
+        progress(f"  {experiment.algorithm} iteration: {seconds:.1f} s")
+        return last["num_env_steps_sampled_lifetime"] - before, seconds
+
+    try:
+        for _ in range(2):
+            last.update(algo.train())
+        yield run
     finally:
         algo.stop()
-    return (after["num_env_steps_sampled_lifetime"] - before["num_env_steps_sampled_lifetime"]) / seconds
 
 
 class PeakMemory:

@@ -21,7 +21,7 @@ class SACConfig(rllib_sac.SACConfig):
     Example::
 
         config = SACConfig().environment("Pendulum-v1").training(actor_hiddens=[256, 256])
-        algo = config.build()
+        algo = config.build_algo()
     """
 
     def __init__(self, algo_class=None):

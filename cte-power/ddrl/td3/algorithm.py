@@ -20,7 +20,7 @@ class TD3Config(SACConfig):
     Example::
 
         config = TD3Config().environment("Pendulum-v1").training(actor_lr=1e-3, policy_delay=2)
-        algo = config.build()
+        algo = config.build_algo()
     """
 
     def __init__(self, algo_class=None):

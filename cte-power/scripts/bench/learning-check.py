@@ -2,7 +2,7 @@
 
 - SAC: ours (lean update path, 64 updates per learner call) against RLlib's stock SAC (one
   learner call per update) with the same networks, hyperparameters and replay ratio;
-- PPO: 16 vectorised envs per env runner against 1, same batch and hyperparameters.
+- PPO: 32 vectorised envs per env runner (as ppo.yaml) against 1, same batch and hyperparameters.
 Each pair trains on InvertedDoublePendulumBulletEnv-v0 for the same number of env steps and
 reports the mean return of the last 100 episodes and the wall time.
 
@@ -43,13 +43,13 @@ def ppo_pair(raw_sac: dict) -> dict:
                          "minibatch_size": 256, "num_epochs": 10},
             "rl_module": {"model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}}}
     return {f"PPO {'fast' if envs > 1 else 'slow'} ({envs} envs per runner)":
-            {**base, "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": envs}} for envs in (16, 1)}
+            {**base, "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": envs}} for envs in (32, 1)}
 
 
 def train_for(raw: dict, env_steps: int, progress) -> dict:
     experiment = config.validate(raw, TOOLKIT)
     environments.register_env(TOOLKIT, experiment.env)
-    algo = config.build_algorithm_config(experiment).build()
+    algo = config.build_algorithm_config(experiment).build_algo()
     start, steps, result = time.perf_counter(), 0, {}
     try:
         while steps < env_steps:

@@ -1,6 +1,6 @@
 """Throughput against the machine's limits, on HumanoidBulletEnv-v0 with the shipped configs.
 
-Measures, in one run: raw env steps/s (random actions, one process); the sampling rate of one
+Measures, in one run, each figure alternating with its limit round by round: raw env steps/s (random actions, one process); the sampling rate of one
 RLlib env runner of the PPO config; a plain-PyTorch reference loop per algorithm doing the same
 work (SAC/TD3: one env step + one update of batch 256 per step; PPO: one iteration); our
 end-to-end training; the ratios against the targets; the peak memory of the largest process.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddrl import benchmarks, config, paths, ray_runtime, resources
+from ddrl import benchmarks, cli, config, paths, ray_runtime, resources
 
 TOOLKIT = "pybullet-envs"
 CONFIGS = {"PPO": "ppo.yaml", "SAC": "sac.yaml", "TD3": "td3.yaml"}
@@ -33,12 +33,14 @@ def load(algorithm: str, overrides=()):
     return config.load_experiment(path, TOOLKIT, [*(LEARN_NOW if algorithm != "PPO" else []), *overrides])
 
 
+@cli.report_errors
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--iterations", type=int, default=2, help="timed training iterations per algorithm (default 2)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="seconds of raw stepping and of sampling (default 10)")
-    parser.add_argument("--reference-steps", type=int, default=500, help="timed env steps of the SAC/TD3 reference loops")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds of each measure and its limit (default 3; one training iteration each)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds of raw stepping per round (default 4)")
+    parser.add_argument("--reference-steps", type=int, default=500, help="env steps of the SAC/TD3 reference loops per round")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override every config, e.g. --set training.train_batch_size_per_learner=64")
     parser.add_argument("--output", type=Path, default=None, help="CSV path (default results/bench/throughput-<host>-<date>.csv)")
@@ -55,11 +57,12 @@ def main(argv=None) -> int:
         print(f"{measure}: {shown}", flush=True)
 
     env_id = load("PPO").env
-    raw = benchmarks.raw_env_rate(TOOLKIT, env_id, args.seconds)
-    record("raw env, random actions, 1 process", raw)
-    ppo = load("PPO", args.overrides)
+    ppo = load("PPO", args.overrides if "PPO" in args.algorithms else [])  # --set is for the measured algorithms
     envs = ppo.rllib.get("env_runners", {}).get("num_envs_per_env_runner", 1)
-    record(f"sampling, 1 env runner x {envs} envs (PPO config)", benchmarks.sampling_rate(ppo, args.seconds), raw, TARGETS["sampling"])
+    with benchmarks.env_runner_sampling(ppo) as sampling:
+        raw, sampled = benchmarks.interleave(benchmarks.raw_env(TOOLKIT, env_id, args.seconds), sampling, args.rounds)
+    record("raw env, random actions, 1 process", raw)
+    record(f"sampling, 1 env runner x {envs} envs (PPO config)", sampled, raw, TARGETS["sampling"])
 
     print(ray_runtime.start_ray(resources.available()), flush=True)
     try:
@@ -68,14 +71,15 @@ def main(argv=None) -> int:
             training = experiment.rllib["training"]
             if algorithm == "PPO":
                 model = experiment.rllib.get("rl_module", {}).get("model_config", {})
-                reference = benchmarks.reference_ppo_rate(TOOLKIT, env_id, training, model.get("fcnet_hiddens", [256, 256]),
-                                                          model.get("fcnet_activation", "tanh"), envs)
+                reference = benchmarks.reference_ppo(TOOLKIT, env_id, training, model.get("fcnet_hiddens", [256, 256]),
+                                                     model.get("fcnet_activation", "tanh"), envs)
             else:
-                reference = benchmarks.reference_offpolicy_rate(TOOLKIT, env_id, algorithm, training, args.reference_steps)
-            record(f"{algorithm} plain-PyTorch reference loop", reference)
-            with benchmarks.PeakMemory() as memory:
-                ours = benchmarks.end_to_end_rate(experiment, args.iterations)
-            record(f"{algorithm} end to end (ours, Ray/RLlib)", ours, reference, TARGETS[algorithm])
+                reference = benchmarks.reference_offpolicy(TOOLKIT, env_id, algorithm, training, args.reference_steps)
+            with benchmarks.PeakMemory() as memory, benchmarks.our_training(experiment) as ours:
+                limit, achieved = benchmarks.interleave(reference, ours, args.rounds)
+            reference.close()  # its environments would otherwise count in the next algorithm's driver peak
+            record(f"{algorithm} plain-PyTorch reference loop", limit)
+            record(f"{algorithm} end to end (ours, Ray/RLlib)", achieved, limit, TARGETS[algorithm])
             name, peak = memory.largest()
             rows.append({"measure": f"{algorithm} peak memory, largest process ({name})", "value": round(peak / 2**20),
                          "unit": "MiB", "meets_target": peak / 2**20 < MEMORY_LIMIT_MIB})

@@ -1,0 +1,32 @@
+"""The throughput benchmark runs end to end and writes its table (figures are not judged here:
+speed is measured by the benchmark, not by timed tests)."""
+
+import pandas as pd
+import pytest
+
+from conftest import CTE_POWER, run_script
+
+pytestmark = pytest.mark.slow
+
+
+def test_throughput_benchmark_writes_every_measure(tmp_path):
+    output = tmp_path / "bench.csv"
+    proc = run_script(
+        CTE_POWER / "scripts" / "bench" / "throughput.py", "--algorithms", "SAC", "--rounds", "1", "--seconds", "1",
+        "--reference-steps", "20", "--set", "training.actor_hiddens=[32]", "--set", "training.critic_hiddens=[32]",
+        "--set", "reporting.min_sample_timesteps_per_iteration=64", "--output", output, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = pd.read_csv(output)
+    measures = list(table["measure"])
+    assert measures[0].startswith("raw env") and measures[1].startswith("sampling, 1 env runner x 16 envs")
+    assert any(m.startswith("SAC plain-PyTorch reference") for m in measures)
+    assert any(m.startswith("SAC end to end") for m in measures)
+    assert any(m.startswith("SAC peak memory") for m in measures)
+    steps = table[table["unit"] == "env steps/s"]
+    assert (steps["value"] > 0).all()
+    ours = table[table["measure"].str.startswith("SAC end to end")].iloc[0]
+    assert ours["ratio"] > 0 and ours["target"] == 0.7
+    memory = table[table["unit"] == "MiB"].iloc[0]
+    assert 100 < memory["value"] < 8192
+    assert "targets met:" in proc.stdout
