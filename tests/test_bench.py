@@ -5,6 +5,8 @@ import pandas as pd
 import pytest
 
 from conftest import CTE_POWER, run_script
+from ddrl import config
+from ddrl.paths import TRAININGS_DIR
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +21,9 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = pd.read_csv(output)
     measures = list(table["measure"])
-    assert measures[0].startswith("raw env") and measures[1].startswith("sampling, 1 env runner x 16 envs")
+    shipped = config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs")
+    envs = shipped.rllib["env_runners"]["num_envs_per_env_runner"]
+    assert measures[0].startswith("raw env") and measures[1].startswith(f"sampling, 1 env runner x {envs} envs")
     assert any(m.startswith("SAC plain-PyTorch reference") for m in measures)
     assert any(m.startswith("SAC end to end") for m in measures)
     assert any(m.startswith("SAC peak memory") for m in measures)
