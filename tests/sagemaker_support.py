@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -115,6 +117,33 @@ def stage_job(base: Path, script: str, hyperparameters: dict, **contract_kwargs)
     staged = pipeline.stage_source(base.parent / f"{base.name}-source")
     assert (staged / script).is_file()
     return write_contract(base, hyperparameters, channels={"code": staged}, **contract_kwargs)
+
+
+def run_hosts(hosts: dict[str, tuple[Contract, str, dict, dict]], timeout: float = 300) -> dict[str, tuple[int, str]]:
+    """Start one container process per host at once, as SageMaker starts a job's instances, and wait
+    for all: name -> (contract, entry point, hyperparameters, process env) in, name -> (exit code,
+    output) out.
+    Processes left after ``timeout`` are killed with their children; the hosts' Ray temp folders
+    (``RAY_TMPDIR``) are removed."""
+    procs = {}
+    for name, (contract, script, hyperparameters, env) in hosts.items():
+        path = contract.channel_dir("code") / script
+        procs[name] = subprocess.Popen(
+            [sys.executable, str(path), *cli_args(hyperparameters)], cwd=path.parent, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )
+    outputs = {}
+    try:
+        for name, proc in procs.items():
+            outputs[name], _ = proc.communicate(timeout=timeout)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        for *_, env in hosts.values():
+            if env.get("RAY_TMPDIR"):
+                shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
+    return {name: (proc.returncode, outputs[name]) for name, proc in procs.items()}
 
 
 def metric_lines(text: str) -> list[str]:

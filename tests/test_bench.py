@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def test_throughput_benchmark_writes_every_measure(tmp_path):
     output = tmp_path / "bench.csv"
     proc = run_script(
-        CTE_POWER / "scripts" / "bench" / "throughput.py", "--algorithms", "SAC", "--rounds", "1", "--seconds", "1",
+        CTE_POWER / "scripts" / "bench" / "throughput.py", "--algorithms", "SAC", "--rounds", "1", "--sampling-rounds", "1", "--seconds", "1",
         "--reference-steps", "20", "--set", "training.actor_hiddens=[32]", "--set", "training.critic_hiddens=[32]",
         "--set", "reporting.min_sample_timesteps_per_iteration=64", "--output", output, timeout=400,
     )
@@ -23,7 +23,11 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     measures = list(table["measure"])
     shipped = config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs")
     envs = shipped.rllib["env_runners"]["num_envs_per_env_runner"]
-    assert measures[0].startswith("raw env") and measures[1].startswith(f"sampling, 1 env runner x {envs} envs")
+    assert measures[0] == "raw env, random actions, 1 process, 1 env"
+    assert measures[1].startswith(f"raw env, random actions, 1 process, {envs} envs")
+    sampling = table[table["measure"].str.startswith(f"sampling, 1 env runner x {envs} envs")]
+    assert len(sampling) == 2 and sampling["ratio"].gt(0).all()
+    assert sampling["target"].tolist()[1] == 0.9 and sampling["measure"].tolist()[1].endswith(f"against its {envs} envs")
     assert any(m.startswith("SAC plain-PyTorch reference") for m in measures)
     assert any(m.startswith("SAC end to end") for m in measures)
     assert any(m.startswith("SAC peak memory") for m in measures)

@@ -19,6 +19,7 @@ from sagemaker_support import (
     free_port,
     metric_lines,
     run_entry_point,
+    run_hosts,
     stage_job,
 )
 from sagemaker_rl import metrics
@@ -168,33 +169,15 @@ def test_ppo_job_interrupted_by_spot_resumes_from_checkpoints_and_leaves_every_a
 
 
 def test_sac_and_td3_entry_points_train_under_the_container_contract(tmp_path):
-    runs = {}
+    jobs = {}
     for algorithm in ("sac", "td3"):  # both at once: most of each run is starting Ray
-        hyperparameters = {
-            **TINY[algorithm],
-            **TINY_VIDEO,
-            "stop__iterations": 2,
-            "checkpoint__every": 1,
-            "video_every": 0,
-        }
-        contract = stage_job(
-            tmp_path / algorithm / "opt-ml", f"train-humanoid-{algorithm}.py", hyperparameters
-        )
-        script = contract.channel_dir("code") / f"train-humanoid-{algorithm}.py"
-        runs[algorithm] = (
-            contract,
-            subprocess.Popen(
-                [sys.executable, str(script), *cli_args(hyperparameters)],
-                cwd=script.parent,
-                env=container_env(contract, num_cpus=1),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            ),
-        )
-    for algorithm, (contract, proc) in runs.items():
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, out[-4000:]
+        hyperparameters = {**TINY[algorithm], **TINY_VIDEO, "stop__iterations": 2, "checkpoint__every": 1, "video_every": 0}
+        script = f"train-humanoid-{algorithm}.py"
+        contract = stage_job(tmp_path / algorithm / "opt-ml", script, hyperparameters)
+        jobs[algorithm] = (contract, script, hyperparameters, container_env(contract, num_cpus=1))
+    for algorithm, (returncode, out) in run_hosts(jobs).items():
+        contract = jobs[algorithm][0]
+        assert returncode == 0, out[-4000:]
         check_metric_lines(out, [1, 2])
         check_artifacts(contract, algorithm.upper(), last_iteration=2)
         assert (
@@ -220,45 +203,16 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
         "DDRL_RAY_AUTH_TOKEN": "t" * 64,
         "RAY_TMPDIR": f"/tmp/ddrl-sm-{os.getpid()}",
     }
-    procs = {}
+    hosts = {}
     for host in ("algo-1", "algo-2"):
-        contract = stage_job(
-            tmp_path / host / "opt-ml",
-            "train-humanoid-ppo.py",
-            hyperparameters,
-            hosts=["algo-1", "algo-2"],
-            current_host=host,
-        )
-        script = contract.channel_dir("code") / "train-humanoid-ppo.py"
-        env = {
-            **container_env(contract, num_cpus=1),
-            **extra,
-            "TRAINING_JOB_NAME": "test-two-hosts",
-        }
-        procs[host] = (
-            contract,
-            subprocess.Popen(
-                [sys.executable, str(script), *cli_args(hyperparameters)],
-                cwd=script.parent,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            ),
-        )
-    outputs = {}
-    try:
-        for host, (contract, proc) in procs.items():
-            outputs[host], _ = proc.communicate(timeout=300)
-    finally:
-        for _, proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-        shutil.rmtree(extra["RAY_TMPDIR"], ignore_errors=True)
-    for host, (_, proc) in procs.items():
-        assert proc.returncode == 0, f"{host}:\n{outputs[host][-4000:]}"
-    head, worker = outputs["algo-1"], outputs["algo-2"]
+        contract = stage_job(tmp_path / host / "opt-ml", "train-humanoid-ppo.py", hyperparameters,
+                             hosts=["algo-1", "algo-2"], current_host=host)
+        env = {**container_env(contract, num_cpus=1), **extra, "TRAINING_JOB_NAME": "test-two-hosts"}
+        hosts[host] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
+    finished = run_hosts(hosts)
+    for host, (returncode, output) in finished.items():
+        assert returncode == 0, f"{host}:\n{output[-4000:]}"
+    head, worker = finished["algo-1"][1], finished["algo-2"][1]
     assert (
         "runs the Ray head at 127.0.0.2" in head and "Ray cluster up: 2 node(s), 2 CPU(s)" in head
     )
@@ -269,7 +223,7 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
     )
     assert "#metrics" not in worker, "the driver runs on the head only"
 
-    head_contract = procs["algo-1"][0]
+    head_contract = hosts["algo-1"][0]
     check_metric_lines(head, [1, 2])
     check_artifacts(head_contract, "PPO", last_iteration=2)
     (trial,) = [p for p in (head_contract.checkpoints_dir / "humanoid-ppo").iterdir() if p.is_dir()]
@@ -278,7 +232,7 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
         placement["num_env_runner_nodes"] == 1
         and placement["env_runner_nodes"] != placement["driver_node"]
     ), placement
-    worker_contract = procs["algo-2"][0]
+    worker_contract = hosts["algo-2"][0]
     assert not list(worker_contract.checkpoints_dir.iterdir()) and not list(
         worker_contract.model_dir.iterdir()
     )
@@ -312,39 +266,16 @@ def test_heterogeneous_secondary_job_joins_the_primary_through_the_rendezvous(tm
         "DDRL_RAY_AUTH_TOKEN": "h" * 64,
         "RAY_TMPDIR": f"/tmp/ddrl-smh-{os.getpid()}",
     }
-    procs = {}
+    hosts = {}
     for role, (hyperparameters, ip) in jobs.items():
         contract = stage_job(tmp_path / role / "opt-ml", "train-humanoid-ppo.py", hyperparameters)
-        script = contract.channel_dir("code") / "train-humanoid-ppo.py"
-        env = {
-            **container_env(contract, num_cpus=1),
-            **base_env,
-            "DDRL_SM_HOST_IPS": f"algo-1={ip}",
-            "TRAINING_JOB_NAME": f"test-{role}",
-        }
-        procs[role] = (
-            contract,
-            subprocess.Popen(
-                [sys.executable, str(script), *cli_args(hyperparameters)],
-                cwd=script.parent,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            ),
-        )
-    outputs = {}
-    try:
-        for role, (_, proc) in procs.items():
-            outputs[role], _ = proc.communicate(timeout=300)
-    finally:
-        for _, proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-        shutil.rmtree(base_env["RAY_TMPDIR"], ignore_errors=True)
-    for role, (_, proc) in procs.items():
-        assert proc.returncode == 0, f"{role}:\n{outputs[role][-4000:]}"
+        env = {**container_env(contract, num_cpus=1), **base_env, "DDRL_SM_HOST_IPS": f"algo-1={ip}",
+               "TRAINING_JOB_NAME": f"test-{role}"}
+        hosts[role] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
+    finished = run_hosts(hosts)
+    for role, (returncode, output) in finished.items():
+        assert returncode == 0, f"{role}:\n{output[-4000:]}"
+    outputs = {role: output for role, (_, output) in finished.items()}
     assert "published the head at " + rendezvous in outputs["primary"]
     assert "Ray cluster up: 2 node(s)" in outputs["primary"]
     assert (
@@ -355,4 +286,4 @@ def test_heterogeneous_secondary_job_joins_the_primary_through_the_rendezvous(tm
         json.loads(Path(tmp_path / "rendezvous" / "run-1" / "status.json").read_text())["status"]
         == "done"
     )
-    check_artifacts(procs["primary"][0], "PPO", last_iteration=2)
+    check_artifacts(hosts["primary"][0], "PPO", last_iteration=2)

@@ -13,7 +13,8 @@ from ddrl.errors import UserError
 
 #: name -> "module:ClassName"
 ALGORITHMS: dict[str, str] = {
-    "PPO": "ray.rllib.algorithms.ppo:PPO",
+    "PPO": "ddrl.ppo:PPO",  # ours: RLlib's PPO with one finiteness check per gradient step
+    "RLlibPPO": "ray.rllib.algorithms.ppo:PPO",  # RLlib's stock PPO
     "SAC": "ddrl.sac:SAC",  # ours: RLlib's SAC with the lean update path (fast)
     "RLlibSAC": "ray.rllib.algorithms.sac:SAC",  # RLlib's stock SAC, the slow reference
     "TD3": "ddrl.td3:TD3",  # ours: removed from RLlib in 2.11

@@ -1,7 +1,8 @@
 """Throughput measurements against the physical limits of the machine (``scripts/bench/``).
 
 Four kinds of figure, all in env steps per second of one environment's steps:
-- ``raw_env``: random actions in one process, nothing else: the limit for sampling;
+- ``raw_env``: random actions in one process, nothing else, on one env or on as many envs as an
+  env runner steps in turn: the limit for sampling;
 - ``env_runner_sampling``: one RLlib env runner of a shipped config, in this process (one core);
 - ``reference_offpolicy`` / ``reference_ppo``: minimal plain-PyTorch loops doing the same
   work per env step (SAC/TD3) or per iteration (PPO) on the same network sizes, in one process:
@@ -9,15 +10,17 @@ Four kinds of figure, all in env steps per second of one environment's steps:
 - ``our_training``: our training (Ray/RLlib, the shipped config) over timed iterations.
 ``PeakMemory`` samples the resident memory of this process and all its descendants (Ray's workers).
 
-A measure and its limit are taken in alternating rounds (``interleave``), because the speed of a
-shared or virtual machine drifts by 10-20% over minutes; a ratio of two figures taken minutes apart
-would measure the drift.
+A measure and its limit are taken in alternating rounds (``interleave``), and their ratio is the
+median of the per-round ratios, because the speed of a shared or virtual machine drifts by 10-20%
+over minutes; a ratio of two figures taken minutes apart would measure the drift.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import statistics
 import threading
 import time
 from typing import Callable
@@ -36,31 +39,64 @@ Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps
 # reference loops also have .close() (their environments)
 
 
-def interleave(first: Workload, second: Workload, rounds: int) -> tuple[float, float]:
-    """Env steps/s of two workloads measured in alternating rounds (first, second, first, ...)."""
-    totals = [[0, 0.0], [0, 0.0]]
+@dataclasses.dataclass
+class Rounds:
+    """Workloads measured in alternating rounds: env steps/s of each, round by round."""
+
+    rates: dict[str, list[float]]
+    totals: dict[str, tuple[int, float]]  # env steps, seconds
+
+    def rate(self, name: str) -> float:
+        """Env steps/s over all of ``name``'s rounds."""
+        steps, seconds = self.totals[name]
+        return steps / seconds
+
+    def ratio(self, name: str, limit: str) -> float:
+        """The median over rounds of ``name``'s rate over ``limit``'s rate in the same round: robust
+        to a burst of load from elsewhere that slows one round."""
+        return statistics.median(a / b for a, b in zip(self.rates[name], self.rates[limit]))
+
+
+def interleave(workloads: dict[str, Workload], rounds: int) -> Rounds:
+    """Measure workloads in alternating rounds (a, b, ..., a, b, ...)."""
+    measured = Rounds({name: [] for name in workloads}, {name: (0, 0.0) for name in workloads})
     for _ in range(rounds):
-        for total, workload in zip(totals, (first, second)):
+        for name, workload in workloads.items():
             steps, seconds = workload()
-            total[0] += steps
-            total[1] += seconds
-    return totals[0][0] / totals[0][1], totals[1][0] / totals[1][1]
+            measured.rates[name].append(steps / seconds)
+            total_steps, total_seconds = measured.totals[name]
+            measured.totals[name] = (total_steps + steps, total_seconds + seconds)
+    return measured
 
 
-def raw_env(toolkit: str, env_id: str, seconds: float) -> Workload:
-    """Random actions in one process, ``seconds`` per round."""
-    env = environments.make_env(toolkit, env_id)
+def raw_env(toolkit: str, env_id: str, seconds: float, num_envs: int = 1) -> Workload:
+    """Random actions in one process, ``seconds`` per round. ``num_envs`` > 1: that many envs stepped
+    in turn by a Gymnasium ``SyncVectorEnv``, as an RLlib env runner steps its envs; only env steps
+    count (a sub-env's autoreset after its episode ended is not one)."""
+    import gymnasium as gym
+
+    if num_envs == 1:
+        env = environments.make_env(toolkit, env_id)
+    else:
+        env = gym.vector.SyncVectorEnv([lambda: environments.make_env(toolkit, env_id)] * num_envs)
     env.reset(seed=0)
+    ended = np.zeros(num_envs, dtype=bool)
 
     def run() -> tuple[int, float]:
+        nonlocal ended
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-            steps += 1
-            if terminated or truncated:
-                env.reset()
+            if num_envs == 1:
+                steps += 1
+                if terminated or truncated:
+                    env.reset()
+            else:
+                steps += num_envs - int(ended.sum())
+                ended = terminated | truncated
         return steps, time.perf_counter() - start
 
+    run.close = env.close
     return run
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from ddrl import algorithms, environments
+from ddrl import algorithms, environments, vector_actions
 from ddrl.errors import UserError
 
 #: The RLlib ``AlgorithmConfig`` method groups an experiment file may contain.
@@ -466,7 +466,7 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     config.environment(env=experiment.env)
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))
-    return config
+    return vector_actions.use_batched_actions(config)
 
 
 def dump_yaml(data: dict) -> str:

@@ -100,6 +100,15 @@ class LeanOffPolicyLearner(TorchLearner):
         if self.config.seed is not None:
             self.generator.manual_seed(int(self.config.seed))
 
+    def optimizer_groups(self, module, config) -> list[tuple[str, list, float]]:
+        """(optimizer name, parameters, learning rate) of each Adam optimizer of the module."""
+        raise NotImplementedError
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        for name, params, lr in self.optimizer_groups(self._module[module_id], config):
+            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
+                                    params=params, lr_or_lr_schedule=lr)
+
     def store_and_check_ready(self, transitions: dict | None, num_updates: int) -> bool:
         """Add the new transitions; True if ``num_updates`` > 0 and a full minibatch is stored."""
         if transitions is not None:

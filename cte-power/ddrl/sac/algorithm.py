@@ -55,7 +55,11 @@ class SACConfig(rllib_sac.SACConfig):
                 step sampled (the replay ratio).
         """
         super().training(**kwargs)
-        for name, value in list(locals().items()):
+        return self._set_provided(locals())
+
+    def _set_provided(self, arguments: dict):
+        """Set the keyword ``arguments`` of a ``training()`` call that were given (subclasses too)."""
+        for name, value in arguments.items():
             if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
                 setattr(self, name, value)
         return self

@@ -26,20 +26,10 @@ def target_entropy(config, action_space) -> float:
 
 
 class SACTorchLearner(LeanOffPolicyLearner):
-    def configure_optimizers_for_module(self, module_id, config=None) -> None:
-        module = self._module[module_id]
-        for name, params, lr in (
-            ("critic", list(module.critics.parameters()), config.critic_lr),
-            ("actor", list(module.actor.parameters()), config.actor_lr),
-            ("alpha", [module.log_alpha], config.alpha_lr),
-        ):
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer_name=name,
-                optimizer=torch.optim.Adam(params),
-                params=params,
-                lr_or_lr_schedule=lr,
-            )
+    def optimizer_groups(self, module, config):
+        return [("critic", list(module.critics.parameters()), config.critic_lr),
+                ("actor", list(module.actor.parameters()), config.actor_lr),
+                ("alpha", [module.log_alpha], config.alpha_lr)]
 
     @property
     def sac_module(self):

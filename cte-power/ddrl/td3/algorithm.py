@@ -1,5 +1,5 @@
-"""TD3Config/TD3 and DDPGConfig/DDPG: SAC subclasses (as RLlib's TQC is) with the lean training
-step of ``ddrl.offpolicy``: ``updates_per_env_step`` gradient updates per new env step (1 by
+"""TD3Config/TD3 and DDPGConfig/DDPG: subclasses of our SAC (as RLlib's TQC is of RLlib's) with
+the lean training step of ``ddrl.offpolicy``: ``updates_per_env_step`` gradient updates per new env step (1 by
 default: the thesis's and the TD3 paper's replay ratio), many per learner call.
 """
 
@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import NotProvided
-from ray.rllib.algorithms.sac.sac import SAC, SACConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
-from ddrl.offpolicy import LeanOffPolicy
+from ddrl.sac import SAC, SACConfig
 
 
 class TD3Config(SACConfig):
     """TD3 (Fujimoto et al. 2018): twin critics, target policy smoothing, delayed actor updates.
+
+    Our ``SACConfig`` already owns the network sizes, ``updates_per_env_step`` and the lean
+    training step's settings; TD3 adds its noise and delay.
 
     Example::
 
@@ -33,18 +35,12 @@ class TD3Config(SACConfig):
         self.policy_delay = 2
         self.actor_hiddens = [400, 300]
         self.critic_hiddens = [400, 300]
-        self.hidden_activation = "relu"
-        self.updates_per_env_step = 1.0
         self.tau = 0.005
         self.actor_lr = 1e-3
         self.critic_lr = 1e-3
         self.train_batch_size_per_learner = 256
         self.num_steps_sampled_before_learning_starts = 10_000
         self.replay_buffer_config = {"type": "EpisodeReplayBuffer", "capacity": 1_000_000}
-        # One learner call per fragment: the per-call overhead is paid once per 64 updates.
-        self.rollout_fragment_length = 64
-        self.min_time_s_per_iteration = 0
-        self.min_sample_timesteps_per_iteration = 1000
 
     @override(SACConfig)
     def training(
@@ -54,13 +50,10 @@ class TD3Config(SACConfig):
         target_noise: float | None = NotProvided,
         target_noise_clip: float | None = NotProvided,
         policy_delay: int | None = NotProvided,
-        actor_hiddens: list | None = NotProvided,
-        critic_hiddens: list | None = NotProvided,
-        hidden_activation: str | None = NotProvided,
-        updates_per_env_step: float | None = NotProvided,
         **kwargs,
     ):
-        """TD3 settings on top of SAC's (``tau``, ``actor_lr``, ``critic_lr``, ``twin_q``, replay...).
+        """TD3 settings on top of our SAC's (``actor_hiddens``, ``updates_per_env_step``, ``tau``,
+        ``actor_lr``, ``critic_lr``, ``twin_q``, replay...).
 
         Args:
             exploration_noise: std of the Gaussian noise added to actions while sampling
@@ -68,36 +61,17 @@ class TD3Config(SACConfig):
             target_noise: std of the target policy smoothing noise (0: no smoothing).
             target_noise_clip: the smoothing noise is clipped to +-this.
             policy_delay: actor and target networks update once every this many critic updates.
-            actor_hiddens: hidden layer sizes of the actor.
-            critic_hiddens: hidden layer sizes of each critic.
-            hidden_activation: relu, tanh, elu or silu.
-            updates_per_env_step: gradient updates (of ``train_batch_size_per_learner``) per env
-                step sampled (the replay ratio).
         """
         super().training(**kwargs)
-        for name, value in list(locals().items()):
-            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
-                setattr(self, name, value)
-        return self
+        return self._set_provided(locals())
 
     @override(SACConfig)
     def validate(self) -> None:
         super().validate()
-        if self.num_learners > 1:
-            raise ValueError("TD3/DDPG train on one learner (num_learners 0 or 1, on CPU or GPU); got num_learners > 1.")
         if self.policy_delay < 1:
             raise ValueError(f"`policy_delay` must be >= 1, got {self.policy_delay}.")
         if self.target_noise < 0 or self.target_noise_clip < 0 or self.exploration_noise < 0:
             raise ValueError("`exploration_noise`, `target_noise` and `target_noise_clip` must be >= 0.")
-        if self.updates_per_env_step <= 0:
-            raise ValueError(f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}.")
-        for name in ("actor_lr", "critic_lr"):
-            if not isinstance(getattr(self, name), (int, float)):
-                raise ValueError(f"`{name}` must be a number for TD3/DDPG (no schedules).")
-
-    def replay_ratio(self) -> float:
-        """Gradient updates per env step sampled (what ``ddrl.offpolicy`` runs)."""
-        return self.updates_per_env_step
 
     @override(SACConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:
@@ -114,12 +88,7 @@ class TD3Config(SACConfig):
     @property
     @override(SACConfig)
     def _model_config_auto_includes(self):
-        return super()._model_config_auto_includes | {
-            "actor_hiddens": list(self.actor_hiddens),
-            "critic_hiddens": list(self.critic_hiddens),
-            "hidden_activation": self.hidden_activation,
-            "exploration_noise": self.exploration_noise,
-        }
+        return super()._model_config_auto_includes | {"exploration_noise": self.exploration_noise}
 
 
 class DDPGConfig(TD3Config):
@@ -132,7 +101,7 @@ class DDPGConfig(TD3Config):
         self.policy_delay = 1
 
 
-class TD3(LeanOffPolicy, SAC):
+class TD3(SAC):
     @classmethod
     @override(Algorithm)
     def get_default_config(cls) -> TD3Config:

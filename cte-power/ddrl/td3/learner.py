@@ -37,19 +37,9 @@ def td_targets(module, batch: dict, gamma: float, noise_std: float, noise_clip: 
 
 
 class TD3TorchLearner(LeanOffPolicyLearner):
-    def configure_optimizers_for_module(self, module_id, config=None) -> None:
-        module = self._module[module_id]
-        for name, params, lr in (
-            ("critic", list(module.critics.parameters()), config.critic_lr),
-            ("actor", list(module.actor.parameters()), config.actor_lr),
-        ):
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer_name=name,
-                optimizer=torch.optim.Adam(params),
-                params=params,
-                lr_or_lr_schedule=lr,
-            )
+    def optimizer_groups(self, module, config):
+        return [("critic", list(module.critics.parameters()), config.critic_lr),
+                ("actor", list(module.actor.parameters()), config.actor_lr)]
 
     @property
     def td3_module(self):

@@ -3,7 +3,8 @@
 Measures, in one run, each figure alternating with its limit round by round: raw env steps/s (random actions, one process); the sampling rate of one
 RLlib env runner of the PPO config; a plain-PyTorch reference loop per algorithm doing the same
 work (SAC/TD3: one env step + one update of batch 256 per step; PPO: one iteration); our
-end-to-end training; the ratios against the targets; the peak memory of the largest process.
+end-to-end training; the ratios against the targets (the median of the per-round ratios); the
+peak memory of the largest process.
 
 Run from cte-power/:   python scripts/bench/throughput.py
 Writes the table to results/bench/throughput-<host>-<date>.csv.
@@ -39,6 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--rounds", type=int, default=3,
                         help="alternating rounds of each measure and its limit (default 3; one training iteration each)")
+    parser.add_argument("--sampling-rounds", type=int, default=5,
+                        help="alternating rounds of raw stepping and sampling (default 5; one PPO train batch each)")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds of raw stepping per round (default 4)")
     parser.add_argument("--reference-steps", type=int, default=500, help="env steps of the SAC/TD3 reference loops per round")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
@@ -48,21 +51,29 @@ def main(argv=None) -> int:
     ray_runtime.quiet_rllib_notices()
     rows = []
 
-    def record(measure, value, limit=None, target=None, unit="env steps/s"):
-        ratio = value / limit if limit else None
+    def record(measure, value, ratio=None, target=None, unit="env steps/s"):
         rows.append({"measure": measure, "value": round(value, 1), "unit": unit,
                      "ratio": None if ratio is None else round(ratio, 3), "target": target,
                      "meets_target": None if target is None else bool(ratio >= target)})
-        shown = f"{value:,.1f} {unit}" + (f"  ({ratio:.0%} of the limit, target {target:.0%})" if ratio else "")
+        shown = f"{value:,.1f} {unit}"
+        if ratio is not None:
+            shown += f"  ({ratio:.0%} of its limit" + (f", target {target:.0%})" if target else ")")
         print(f"{measure}: {shown}", flush=True)
 
     env_id = load("PPO").env
     ppo = load("PPO", args.overrides if "PPO" in args.algorithms else [])  # --set is for the measured algorithms
     envs = ppo.rllib.get("env_runners", {}).get("num_envs_per_env_runner", 1)
+    raw_one, raw_many = (benchmarks.raw_env(TOOLKIT, env_id, args.seconds, n) for n in (1, envs))
     with benchmarks.env_runner_sampling(ppo) as sampling:
-        raw, sampled = benchmarks.interleave(benchmarks.raw_env(TOOLKIT, env_id, args.seconds), sampling, args.rounds)
-    record("raw env, random actions, 1 process", raw)
-    record(f"sampling, 1 env runner x {envs} envs (PPO config)", sampled, raw, TARGETS["sampling"])
+        rounds = benchmarks.interleave({"raw 1": raw_one, "raw many": raw_many, "sampling": sampling}, args.sampling_rounds)
+    raw_one.close(), raw_many.close()
+    record("raw env, random actions, 1 process, 1 env", rounds.rate("raw 1"))
+    record(f"raw env, random actions, 1 process, {envs} envs in turn (the runner's)", rounds.rate("raw many"),
+           rounds.ratio("raw many", "raw 1"))
+    record(f"sampling, 1 env runner x {envs} envs (PPO config), against 1 env", rounds.rate("sampling"),
+           rounds.ratio("sampling", "raw 1"))
+    record(f"sampling, 1 env runner x {envs} envs (PPO config), against its {envs} envs", rounds.rate("sampling"),
+           rounds.ratio("sampling", "raw many"), TARGETS["sampling"])
 
     print(ray_runtime.start_ray(resources.available()), flush=True)
     try:
@@ -76,10 +87,11 @@ def main(argv=None) -> int:
             else:
                 reference = benchmarks.reference_offpolicy(TOOLKIT, env_id, algorithm, training, args.reference_steps)
             with benchmarks.PeakMemory() as memory, benchmarks.our_training(experiment) as ours:
-                limit, achieved = benchmarks.interleave(reference, ours, args.rounds)
+                rounds = benchmarks.interleave({"reference": reference, "ours": ours}, args.rounds)
             reference.close()  # its environments would otherwise count in the next algorithm's driver peak
-            record(f"{algorithm} plain-PyTorch reference loop", limit)
-            record(f"{algorithm} end to end (ours, Ray/RLlib)", achieved, limit, TARGETS[algorithm])
+            record(f"{algorithm} plain-PyTorch reference loop", rounds.rate("reference"))
+            record(f"{algorithm} end to end (ours, Ray/RLlib)", rounds.rate("ours"), rounds.ratio("ours", "reference"),
+                   TARGETS[algorithm])
             name, peak = memory.largest()
             rows.append({"measure": f"{algorithm} peak memory, largest process ({name})", "value": round(peak / 2**20),
                          "unit": "MiB", "meets_target": peak / 2**20 < MEMORY_LIMIT_MIB})
