@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def test_throughput_benchmark_writes_every_measure(tmp_path):
     output = tmp_path / "bench.csv"
     proc = run_script(
-        CTE_POWER / "scripts" / "bench" / "throughput.py", "--algorithms", "SAC", "--rounds", "1", "--sampling-rounds", "1", "--seconds", "1",
+        CTE_POWER / "scripts" / "bench" / "throughput.py", "--algorithms", "SAC", "--rounds", "1", "--sampling-rounds", "2", "--seconds", "0.5", "--sampling-steps", "200",
         "--reference-steps", "20", "--set", "training.actor_hiddens=[32]", "--set", "training.critic_hiddens=[32]",
         "--set", "reporting.min_sample_timesteps_per_iteration=64", "--output", output, timeout=400,
     )
@@ -38,3 +38,27 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     memory = table[table["unit"] == "MiB"].iloc[0]
     assert 100 < memory["value"] < 8192
     assert "targets met:" in proc.stdout
+
+
+def test_interleave_brackets_each_round_with_its_limit():
+    from ddrl import benchmarks
+
+    # limit, measure, limit, measure, ..., closing limit: the machine slows, then speeds up
+    speeds = iter([100, 90, 60, 45, 40, 190, 200])
+    order = []
+
+    def workload(name):
+        def run():
+            order.append(name)
+            return next(speeds), 1.0
+        return run
+
+    rounds = benchmarks.interleave({"limit": workload("limit"), "measure": workload("measure")}, 3)
+    assert order == ["limit", "measure"] * 3 + ["limit"]
+    assert rounds.rates == {"limit": [100, 60, 40, 200], "measure": [90, 45, 190]}
+    assert rounds.rate("limit") == pytest.approx(400 / 4) and rounds.rate("measure") == pytest.approx(325 / 3)
+    # each measure round against the mean of the limit rounds around it
+    assert rounds.ratios("measure", "limit") == pytest.approx([90 / 80, 45 / 50, 190 / 120])
+    assert rounds.ratio("measure", "limit") == pytest.approx(90 / 80)  # the median
+    low, high = rounds.spread("measure", "limit")
+    assert low <= 90 / 80 <= high

@@ -11,8 +11,12 @@ Four kinds of figure, all in env steps per second of one environment's steps:
 ``PeakMemory`` samples the resident memory of this process and all its descendants (Ray's workers).
 
 A measure and its limit are taken in alternating rounds (``interleave``), and their ratio is the
-median of the per-round ratios, because the speed of a shared or virtual machine drifts by 10-20%
-over minutes; a ratio of two figures taken minutes apart would measure the drift.
+median of the per-round ratios (each round against the limit rounds just before and after it),
+because the speed of a shared or virtual machine drifts: on the 2-core VM of our figures, the same
+single-threaded work runs 10-20% faster or slower from one few-second round to the next (CPU time
+moves with wall time, so it is the host, not steal time). A ratio of two figures taken minutes
+apart would measure the drift; many short, alternating rounds average it out, and the quartiles of
+the per-round ratios show what is left.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps
 
 @dataclasses.dataclass
 class Rounds:
-    """Workloads measured in alternating rounds: env steps/s of each, round by round."""
+    """Workloads measured in alternating rounds: env steps/s of each, round by round. Every
+    workload but the last has one closing round more, so that each round of a later workload sits
+    between two rounds of an earlier one."""
 
     rates: dict[str, list[float]]
     totals: dict[str, tuple[int, float]]  # env steps, seconds
@@ -51,21 +57,36 @@ class Rounds:
         steps, seconds = self.totals[name]
         return steps / seconds
 
+    def ratios(self, name: str, limit: str) -> list[float]:
+        """``name``'s rate over ``limit``'s rate, round by round; where ``limit`` was measured just
+        before and just after a round of ``name``, over the mean of the two (cancels a steady drift)."""
+        measured, limits = self.rates[name], self.rates[limit]
+        if len(limits) == len(measured) + 1:
+            limits = [(before + after) / 2 for before, after in zip(limits, limits[1:])]
+        return [a / b for a, b in zip(measured, limits)]
+
     def ratio(self, name: str, limit: str) -> float:
-        """The median over rounds of ``name``'s rate over ``limit``'s rate in the same round: robust
-        to a burst of load from elsewhere that slows one round."""
-        return statistics.median(a / b for a, b in zip(self.rates[name], self.rates[limit]))
+        """The median of the per-round ratios: robust to a burst of load that slows one round."""
+        return statistics.median(self.ratios(name, limit))
+
+    def spread(self, name: str, limit: str) -> tuple[float, float]:
+        """The quartiles of the per-round ratios (how far one round's verdict can be trusted)."""
+        ratios = self.ratios(name, limit)
+        if len(ratios) < 2:
+            return ratios[0], ratios[0]
+        quartiles = statistics.quantiles(ratios, n=4)
+        return quartiles[0], quartiles[2]
 
 
 def interleave(workloads: dict[str, Workload], rounds: int) -> Rounds:
-    """Measure workloads in alternating rounds (a, b, ..., a, b, ...)."""
+    """Measure workloads in alternating rounds (a, b, c, a, b, c, ..., then a closing a, b)."""
     measured = Rounds({name: [] for name in workloads}, {name: (0, 0.0) for name in workloads})
-    for _ in range(rounds):
-        for name, workload in workloads.items():
-            steps, seconds = workload()
-            measured.rates[name].append(steps / seconds)
-            total_steps, total_seconds = measured.totals[name]
-            measured.totals[name] = (total_steps + steps, total_seconds + seconds)
+    order = [name for _ in range(rounds) for name in workloads] + list(workloads)[:-1]
+    for name in order:
+        steps, seconds = workloads[name]()
+        measured.rates[name].append(steps / seconds)
+        total_steps, total_seconds = measured.totals[name]
+        measured.totals[name] = (total_steps + steps, total_seconds + seconds)
     return measured
 
 
@@ -101,23 +122,22 @@ def raw_env(toolkit: str, env_id: str, seconds: float, num_envs: int = 1) -> Wor
 
 
 @contextlib.contextmanager
-def env_runner_sampling(experiment: config.Experiment):
+def env_runner_sampling(experiment: config.Experiment, steps: int = 1000):
     """One env runner built from ``experiment`` (its envs per runner, its policy) in this process,
-    with one torch thread as in an env runner process; one round is one ``sample()`` call of the
-    config's train batch (as PPO asks its runners for), else of 1,000 env steps."""
+    with one torch thread as in an env runner process; one round is one ``sample()`` call of
+    ``steps`` env steps (short rounds: see ``interleave``)."""
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     environments.register_env(experiment.toolkit, experiment.env)
     runner = SingleAgentEnvRunner(config=config.build_algorithm_config(experiment), worker_index=1)
-    batch = experiment.rllib.get("training", {}).get("train_batch_size_per_learner", 1000)
     threads = torch.get_num_threads()
 
     def run() -> tuple[int, float]:
         torch.set_num_threads(1)  # Ray sets OMP_NUM_THREADS=1 in a 1-CPU env runner
         try:
             start = time.perf_counter()
-            steps = sum(len(e) for e in runner.sample(num_timesteps=batch))
-            return steps, time.perf_counter() - start
+            sampled = sum(len(e) for e in runner.sample(num_timesteps=steps))
+            return sampled, time.perf_counter() - start
         finally:
             torch.set_num_threads(threads)
 

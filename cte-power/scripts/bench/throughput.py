@@ -1,6 +1,7 @@
 """Throughput against the machine's limits, on HumanoidBulletEnv-v0 with the shipped configs.
 
-Measures, in one run, each figure alternating with its limit round by round: raw env steps/s (random actions, one process); the sampling rate of one
+Measures, in one run, each figure alternating with its limit round by round: raw env steps/s
+(random actions, one process; one env, and the PPO runner's envs); the sampling rate of one
 RLlib env runner of the PPO config; a plain-PyTorch reference loop per algorithm doing the same
 work (SAC/TD3: one env step + one update of batch 256 per step; PPO: one iteration); our
 end-to-end training; the ratios against the targets (the median of the per-round ratios); the
@@ -38,11 +39,12 @@ def load(algorithm: str, overrides=()):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="alternating rounds of each measure and its limit (default 3; one training iteration each)")
-    parser.add_argument("--sampling-rounds", type=int, default=5,
-                        help="alternating rounds of raw stepping and sampling (default 5; one PPO train batch each)")
-    parser.add_argument("--seconds", type=float, default=4.0, help="seconds of raw stepping per round (default 4)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating rounds of each measure and its limit (default 5; one training iteration each)")
+    parser.add_argument("--sampling-rounds", type=int, default=30,
+                        help="alternating rounds of raw stepping and sampling (default 30)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="seconds of raw stepping per round (default 1)")
+    parser.add_argument("--sampling-steps", type=int, default=1000, help="env steps sampled per round (default 1000)")
     parser.add_argument("--reference-steps", type=int, default=500, help="env steps of the SAC/TD3 reference loops per round")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override every config, e.g. --set training.train_batch_size_per_learner=64")
@@ -51,29 +53,33 @@ def main(argv=None) -> int:
     ray_runtime.quiet_rllib_notices()
     rows = []
 
-    def record(measure, value, ratio=None, target=None, unit="env steps/s"):
-        rows.append({"measure": measure, "value": round(value, 1), "unit": unit,
-                     "ratio": None if ratio is None else round(ratio, 3), "target": target,
-                     "meets_target": None if target is None else bool(ratio >= target)})
-        shown = f"{value:,.1f} {unit}"
-        if ratio is not None:
-            shown += f"  ({ratio:.0%} of its limit" + (f", target {target:.0%})" if target else ")")
+    def record(measure, rounds, name, limit=None, target=None):
+        """A row: ``name``'s env steps/s and, against ``limit``, the median and quartiles of the per-round ratios."""
+        value = rounds.rate(name)
+        row = {"measure": measure, "value": round(value, 1), "unit": "env steps/s", "ratio": None, "target": target,
+               "meets_target": None, "ratio_quartiles": None}
+        shown = f"{value:,.1f} env steps/s"
+        if limit:
+            ratio, (low, high) = rounds.ratio(name, limit), rounds.spread(name, limit)
+            row.update(ratio=round(ratio, 3), ratio_quartiles=f"{low:.3f}-{high:.3f}",
+                       meets_target=None if target is None else bool(ratio >= target))
+            shown += f"  ({ratio:.0%} of its limit" + (f", target {target:.0%}" if target else "")
+            shown += f"; rounds' quartiles {low:.0%}-{high:.0%})"
+        rows.append(row)
         print(f"{measure}: {shown}", flush=True)
 
     env_id = load("PPO").env
     ppo = load("PPO", args.overrides if "PPO" in args.algorithms else [])  # --set is for the measured algorithms
     envs = ppo.rllib.get("env_runners", {}).get("num_envs_per_env_runner", 1)
     raw_one, raw_many = (benchmarks.raw_env(TOOLKIT, env_id, args.seconds, n) for n in (1, envs))
-    with benchmarks.env_runner_sampling(ppo) as sampling:
+    with benchmarks.env_runner_sampling(ppo, args.sampling_steps) as sampling:
         rounds = benchmarks.interleave({"raw 1": raw_one, "raw many": raw_many, "sampling": sampling}, args.sampling_rounds)
     raw_one.close(), raw_many.close()
-    record("raw env, random actions, 1 process, 1 env", rounds.rate("raw 1"))
-    record(f"raw env, random actions, 1 process, {envs} envs in turn (the runner's)", rounds.rate("raw many"),
-           rounds.ratio("raw many", "raw 1"))
-    record(f"sampling, 1 env runner x {envs} envs (PPO config), against 1 env", rounds.rate("sampling"),
-           rounds.ratio("sampling", "raw 1"))
-    record(f"sampling, 1 env runner x {envs} envs (PPO config), against its {envs} envs", rounds.rate("sampling"),
-           rounds.ratio("sampling", "raw many"), TARGETS["sampling"])
+    record("raw env, random actions, 1 process, 1 env", rounds, "raw 1")
+    record(f"raw env, random actions, 1 process, {envs} envs in turn (the runner's)", rounds, "raw many", "raw 1")
+    record(f"sampling, 1 env runner x {envs} envs (PPO config), against 1 env", rounds, "sampling", "raw 1")
+    record(f"sampling, 1 env runner x {envs} envs (PPO config), against its {envs} envs", rounds, "sampling", "raw many",
+           TARGETS["sampling"])
 
     print(ray_runtime.start_ray(resources.available()), flush=True)
     try:
@@ -89,9 +95,8 @@ def main(argv=None) -> int:
             with benchmarks.PeakMemory() as memory, benchmarks.our_training(experiment) as ours:
                 rounds = benchmarks.interleave({"reference": reference, "ours": ours}, args.rounds)
             reference.close()  # its environments would otherwise count in the next algorithm's driver peak
-            record(f"{algorithm} plain-PyTorch reference loop", rounds.rate("reference"))
-            record(f"{algorithm} end to end (ours, Ray/RLlib)", rounds.rate("ours"), rounds.ratio("ours", "reference"),
-                   TARGETS[algorithm])
+            record(f"{algorithm} plain-PyTorch reference loop", rounds, "reference")
+            record(f"{algorithm} end to end (ours, Ray/RLlib)", rounds, "ours", "reference", TARGETS[algorithm])
             name, peak = memory.largest()
             rows.append({"measure": f"{algorithm} peak memory, largest process ({name})", "value": round(peak / 2**20),
                          "unit": "MiB", "meets_target": peak / 2**20 < MEMORY_LIMIT_MIB})
