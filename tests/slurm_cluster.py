@@ -20,6 +20,8 @@ SLURM_CONF = """\
 ClusterName=ddrltest
 SlurmctldHost=localhost
 AuthType=auth/munge
+# A requeued job waits this long before it may start again (Slurm's default: 120 s).
+AuthInfo=cred_expire=20
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres

@@ -120,8 +120,9 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
     while slurm.state(job).get("Restarts", "0") == "0" or slurm.state(job).get("JobState") == "RUNNING":
         assert time.time() < deadline, job_log("ppo-humanoid", job)
         time.sleep(1)
-    # Slurm starts the requeued job after its requeue delay (about 2 minutes here); forcing an earlier
-    # start makes slurmd refuse it while the old run's credential is still revoked.
+    # Slurm starts the requeued job after its requeue delay (AuthInfo=cred_expire, 20 s in the test
+    # cluster; 120 s by default); forcing an earlier start makes slurmd refuse it while the old run's
+    # credential is still revoked.
     info = slurm.wait(job, timeout=600)
     out = job_log("ppo-humanoid", job)
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
