@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from ray.rllib.callbacks.callbacks import RLlibCallback
+
+#: Where the env runners put the return of every episode that ended (a list per iteration).
+EPISODE_RETURNS = "ddrl_episode_returns"
 
 
 class RecordPlacement(RLlibCallback):
@@ -29,3 +34,53 @@ class RecordPlacement(RLlibCallback):
             "env_runner_nodes": ",".join(sorted(remote)),
             "num_env_runner_nodes": len(set(remote)),
         }
+
+
+class SmoothedReturn(RLlibCallback):
+    """``episode_return_mean`` as the mean of the last ``metrics_num_episodes_for_smoothing``
+    finished episodes, across iterations and env runners.
+
+    RLlib 2.60 reports, for our lean off-policy step (and whenever few episodes end per
+    iteration), the mean of the episodes that ended in *this* iteration: with 3 episodes an
+    iteration the curve is mostly noise and a return threshold fires on one lucky episode. Here
+    every env runner hands the driver each finished episode's return, and the driver keeps the
+    window itself. ``episode_return_mean_this_iter`` keeps RLlib's own figure, and
+    ``num_episodes_in_window`` says how many episodes the mean covers (fewer than the window
+    early on, and again after a resume: the window is not part of a checkpoint).
+
+    Evaluation results get the same treatment without a window: ``evaluation/env_runners/
+    episode_return_mean`` is the mean of the episodes of that evaluation round.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.window: deque[float] | None = None
+
+    def on_episode_end(self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs) -> None:
+        total = episode.get_return() + sum(chunk.get_return() for chunk in prev_episode_chunks or ())
+        metrics_logger.log_value(EPISODE_RETURNS, float(total), reduce="item_series")
+
+    def on_train_result(self, *, algorithm, metrics_logger=None, result, **kwargs) -> None:
+        if self.window is None:
+            self.window = deque(maxlen=max(1, int(algorithm.config.metrics_num_episodes_for_smoothing)))
+        runners = result.get("env_runners")
+        if isinstance(runners, dict):
+            self.window.extend(_returns(runners.pop(EPISODE_RETURNS, None)))
+            _replace_mean(runners, list(self.window))
+        evaluation = result.get("evaluation", {}).get("env_runners")
+        if isinstance(evaluation, dict) and EPISODE_RETURNS in evaluation:
+            _replace_mean(evaluation, _returns(evaluation.pop(EPISODE_RETURNS)))
+
+
+def _returns(values) -> list[float]:
+    if values is None or isinstance(values, float):  # float: RLlib's NaN for an empty series
+        return []
+    return [float(v) for v in values]
+
+
+def _replace_mean(runner_results: dict, returns: list[float]) -> None:
+    if "episode_return_mean" in runner_results:
+        runner_results["episode_return_mean_this_iter"] = runner_results["episode_return_mean"]
+    runner_results["num_episodes_in_window"] = len(returns)
+    if returns:
+        runner_results["episode_return_mean"] = sum(returns) / len(returns)

@@ -53,7 +53,10 @@ RLLIB_GROUPS = (
 #: Our stop criteria -> the Tune result key each one watches.
 STOP_METRICS = {
     "env_steps": "num_env_steps_sampled_lifetime",
+    # the mean of the last metrics_num_episodes_for_smoothing episodes (ddrl.callbacks.SmoothedReturn)
     "mean_return": "env_runners/episode_return_mean",
+    # the mean of the latest evaluation round (the `evaluation` group: deterministic by default)
+    "eval_return": "evaluation/env_runners/episode_return_mean",
     "iterations": "training_iteration",
     "time_s": "time_total_s",
 }
@@ -63,6 +66,7 @@ STOP_ALIASES = {
     "num_env_steps_sampled_lifetime": "env_steps",
     "episode_reward_mean": "mean_return",
     "episode_return_mean": "mean_return",
+    "evaluation_return": "eval_return",
     "training_iteration": "iterations",
     "time_total_s": "time_s",
 }
@@ -460,9 +464,9 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     Passed to ``tune.Tuner`` as ``param_space``, Tune expands the grids into trials.
     """
     algo_class = algorithms.get_algorithm_class(experiment.algorithm)
-    from ddrl.callbacks import RecordPlacement
+    from ddrl.callbacks import RecordPlacement, SmoothedReturn
 
-    config = algo_class.get_default_config().framework("torch").callbacks(RecordPlacement)
+    config = algo_class.get_default_config().framework("torch").callbacks([RecordPlacement, SmoothedReturn])
     config.environment(env=experiment.env)
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))

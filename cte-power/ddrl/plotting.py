@@ -16,17 +16,22 @@ from ddrl.errors import UserError  # noqa: E402
 SERIES_STYLE = {"CPU only": {"marker": "o"}, "with GPU": {"marker": "s"}}
 
 
-def _band(ax, runs: list[pd.DataFrame], x: str, label: str) -> None:
+def _band(ax, runs: list[pd.DataFrame], x: str, label: str, y: str = "return_mean", **style):
     """Mean +- standard deviation across runs, on a common grid within the range all runs cover."""
+    runs = [r.dropna(subset=[y]) for r in runs]
+    runs = [r for r in runs if not r.empty]
+    if not runs:
+        return None
     lows = [r[x].min() for r in runs]
     highs = [r[x].max() for r in runs]
     grid = np.linspace(max(lows), min(highs), 200) if len(runs) > 1 else runs[0][x].to_numpy()
-    curves = np.array([np.interp(grid, r[x], r["return_mean"]) for r in runs])
+    curves = np.array([np.interp(grid, r[x], r[y]) for r in runs])
     mean = curves.mean(axis=0)
-    (line,) = ax.plot(grid, mean, label=f"{label} (n={len(runs)})")
+    (line,) = ax.plot(grid, mean, label=f"{label} (n={len(runs)})", **style)
     if len(runs) > 1:
         spread = curves.std(axis=0)
         ax.fill_between(grid, mean - spread, mean + spread, alpha=0.25, color=line.get_color())
+    return line
 
 
 def learning_curves(summary: pd.DataFrame, group_by: str = "algorithm", title: str | None = None):
@@ -37,15 +42,18 @@ def learning_curves(summary: pd.DataFrame, group_by: str = "algorithm", title: s
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
     longest = data["time_total_s"].max()
     scale, unit = (3600, "h") if longest > 7200 else (60, "min") if longest > 120 else (1, "s")
+    has_eval = "eval_return" in data.columns and data["eval_return"].notna().any()
     for group, rows in data.groupby(group_by):
         runs = [run.sort_values("iteration") for _, run in rows.groupby(["experiment", "trial"])]
-        _band(by_steps, runs, "env_steps", str(group))
         timed = [run.assign(wall=run["time_total_s"] / scale) for run in runs]
-        _band(by_time, timed, "wall", str(group))
+        for ax, x, these in ((by_steps, "env_steps", runs), (by_time, "wall", timed)):
+            line = _band(ax, these, x, f"{group}, training" if has_eval else str(group))
+            if has_eval:  # same colour, dashed: the evaluation rounds of the same runs
+                _band(ax, these, x, f"{group}, evaluation", "eval_return", linestyle="--", color=line.get_color())
     by_steps.set_xlabel("env steps")
     by_time.set_xlabel(f"wall-clock time ({unit})")
     for ax in (by_steps, by_time):
-        ax.set_ylabel("mean episode return")
+        ax.set_ylabel("mean episode return (last 100 episodes)" + ("; dashed: evaluation" if has_eval else ""))
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title or f"Learning curves: {', '.join(sorted(data['env'].dropna().unique()))}")

@@ -20,7 +20,9 @@ from ddrl.errors import UserError
 METRICS = {
     "iteration": "training_iteration",
     "env_steps": "num_env_steps_sampled_lifetime",
-    "return_mean": "env_runners/episode_return_mean",
+    "return_mean": "env_runners/episode_return_mean",  # the last 100 episodes (ddrl.callbacks)
+    "episodes_in_window": "env_runners/num_episodes_in_window",
+    "eval_return": "evaluation/env_runners/episode_return_mean",
     "return_min": "env_runners/episode_return_min",
     "return_max": "env_runners/episode_return_max",
     "episode_len_mean": "env_runners/episode_len_mean",

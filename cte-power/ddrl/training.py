@@ -110,12 +110,16 @@ def make_progress_printer():
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             ret = result_value(result, STOP_METRICS["mean_return"])
+            episodes = result_value(result, "env_runners/num_episodes_in_window")
+            evaluated = result_value(result, STOP_METRICS["eval_return"])
             prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
             _say(
                 f"{prefix}iter {result.get('training_iteration', 0):>4} | "
                 f"env steps {int(result_value(result, STOP_METRICS['env_steps']) or 0):>9,} | "
-                f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'} | "
-                f"{result.get('time_this_iter_s', 0):6.2f} s/iter"
+                f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'}"
+                + ("" if ret is None or episodes is None else f" (last {episodes} episodes)")
+                + ("" if evaluated is None else f" | eval return {evaluated:8.1f}")
+                + f" | {result.get('time_this_iter_s', 0):6.2f} s/iter"
             )
 
         def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
@@ -235,7 +239,9 @@ def _report(results, path: Path, seconds: float) -> int:
         status = "ERROR" if result.error else "done"
         failed += bool(result.error)
         ret_text = "n/a" if ret is None else f"{ret:.1f}"
-        _say(f"  {trial_dir.name}: {status}, mean return {ret_text}, last checkpoint {checkpoint}")
+        evaluated = result_value(result.metrics or {}, STOP_METRICS["eval_return"])
+        eval_text = "" if evaluated is None else f", eval return {evaluated:.1f}"
+        _say(f"  {trial_dir.name}: {status}, mean return {ret_text}{eval_text}, last checkpoint {checkpoint}")
     if failed:
         print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
         return 1
