@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_NAME := demo-sac-$(shell date +%Y%m%d-%H%M%S)
 DEMO_SECONDS ?= 180
 
-.PHONY: help install demo test test-fast clean-results
+.PHONY: help install install-bench demo test test-fast clean-results
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -21,6 +21,16 @@ $(STAMP): requirements.txt $(NOTEBOOK_REQUIREMENTS) pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install the pinned requirements and the ddrl core
+
+# The benchmarks' peer (Stable-Baselines3): not a training requirement, but the tests run the
+# learning benchmark on a tiny budget, so `make test` installs it.
+BENCH_REQUIREMENTS := cte-power/scripts/bench/requirements-bench.txt
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): $(STAMP) $(BENCH_REQUIREMENTS)
+	$(PY) -m pip install --quiet -r $(BENCH_REQUIREMENTS)
+	touch $(BENCH_STAMP)
+
+install-bench: $(BENCH_STAMP)  ## also install the benchmarks' peer, Stable-Baselines3
 
 demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summarise, plot it
 	cd cte-power && ../$(PY) scripts/train/train-bullet-envs.py \
@@ -37,8 +47,8 @@ demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summ
 	@echo "Learning curve: figures/plots/$(DEMO_NAME).png"
 	@echo "Video of the trained agent: figures/videos/$(DEMO_NAME).mp4"
 
-test: $(STAMP)  ## run the whole test suite (what CI runs)
+test: $(BENCH_STAMP)  ## run the whole test suite (what CI runs)
 	$(PY) -m pytest
 
-test-fast: $(STAMP)  ## only the tests that train nothing
+test-fast: $(BENCH_STAMP)  ## only the tests that train nothing
 	$(PY) -m pytest -m "not slow"

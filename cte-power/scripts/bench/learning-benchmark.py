@@ -1,0 +1,147 @@
+"""Learning benchmark: ddrl's PPO, SAC and TD3 against Stable-Baselines3's, same hyperparameters,
+networks, replay ratio and env-step budget, on the same PyBullet envs, several seeds each.
+
+Each run (system x algorithm x env x seed) trains in its own process and writes its curve
+(env steps, training seconds, return of the last 100 episodes, deterministic evaluation return)
+to OUTPUT_DIR/<env>-<algorithm>-<system>-seed<k>.csv (default results/bench/learning/); completed runs are skipped, so a cut
+benchmark continues where it stopped. Then the table (OUTPUT_DIR/summary.md, summary.csv) (final return mean and 95% bootstrap CI
+per system, steps and time to a threshold, ours/SB3) and the figures are made from every CSV.
+
+Needs Stable-Baselines3:  pip install -r scripts/bench/requirements-bench.txt
+Run from cte-power/:
+  python scripts/bench/learning-benchmark.py                                   # everything (hours)
+  python scripts/bench/learning-benchmark.py --algorithms SAC --envs HopperBulletEnv-v0 --jobs 2
+  python scripts/bench/learning-benchmark.py --report-only                     # table + figures
+"""
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ddrl import cli, learning_bench as lb, paths
+from ddrl.errors import UserError
+
+SCRIPT = Path(__file__).resolve()
+OUTPUT_DIR = paths.CTE_POWER_DIR / "results" / "bench" / "learning"
+FIGURES = paths.REPO_DIR / "figures" / "plots"
+
+
+def parse_pairs(items: list[str], kind, what: str) -> dict:
+    """``NAME=VALUE`` items (``--budget SAC=20000``) into a dict."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name] = kind(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise UserError(f"--{what} '{item}': expected NAME=NUMBER, e.g. --{what} SAC=20000")
+    return out
+
+
+def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) -> int:
+    """The child process: train one run and write its CSV (atomically: a cut run leaves none)."""
+    system, algorithm, env, seed, budget = spec.split(",")
+    run = lb.Run(system, algorithm, env, int(seed), int(budget))
+    curve = lb.train(run, eval_every or max(1, run.budget // 10), eval_episodes, progress=lambda line: print(line, flush=True))
+    partial = run.path(output_dir).with_suffix(".partial")
+    curve.to_csv(partial, index=False)
+    partial.replace(run.path(output_dir))
+    return 0
+
+
+def run_all(runs: list, jobs: int, args) -> None:
+    """Run the missing runs, ``jobs`` at a time, each a child process with its log beside its CSV."""
+    pending = [r for r in runs if not r.is_done(args.output_dir)]
+    print(f"{len(runs) - len(pending)} of {len(runs)} runs already done; {len(pending)} to run, {jobs} at a time", flush=True)
+    running: dict = {}
+    finished = len(runs) - len(pending)
+    last_status = 0.0
+    while pending or running:
+        while pending and len(running) < jobs:
+            run = pending.pop(0)
+            log = run.path(args.output_dir).with_suffix(".log")
+            command = [sys.executable, str(SCRIPT), "--run", f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}",
+                       "--eval-every", str(args.eval_every or 0), "--eval-episodes", str(args.eval_episodes),
+                       "--output-dir", str(args.output_dir)]
+            running[run] = (subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT), log)
+        time.sleep(2)
+        for run, (process, log) in list(running.items()):
+            if process.poll() is None:
+                continue
+            del running[run]
+            finished += 1
+            state = "done" if process.returncode == 0 else f"FAILED (exit {process.returncode}; see {log})"
+            print(f"[{finished}/{len(runs)}] {run.name}: {state}", flush=True)
+        if running and time.time() - last_status > args.status_every:
+            last_status = time.time()
+            for run, (_, log) in running.items():
+                lines = log.read_text().strip().splitlines()
+                print(f"  {lines[-1] if lines else run.name + ': starting'}", flush=True)
+
+
+def report(output_dir: Path, thresholds: dict, figures_dir: Path) -> None:
+    curves = lb.load_curves(output_dir)
+    summary = lb.table(curves, thresholds)
+    pairs = lb.verdicts(summary)
+    summary.to_csv(output_dir / "summary.csv", index=False)
+    text = lb.markdown(pairs, summary)
+    (output_dir / "summary.md").write_text(text)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    for x, suffix in (("env_steps", "steps"), ("wall_s", "time")):
+        lb.figure(curves, x).savefig(figures_dir / f"learning-benchmark-{suffix}.png", dpi=110)
+    print(text)
+    print(f"wrote {output_dir / 'summary.md'}, summary.csv and "
+          f"{figures_dir}/learning-benchmark-{{steps,time}}.png")
+
+
+@cli.report_errors
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algorithms", nargs="+", default=list(lb.HYPERPARAMETERS), choices=list(lb.HYPERPARAMETERS))
+    parser.add_argument("--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--systems", nargs="+", default=list(lb.SYSTEMS), choices=list(lb.SYSTEMS))
+    parser.add_argument("--budget", nargs="*", default=[], metavar="ALGO=STEPS",
+                        help=f"env steps per run (default {', '.join(f'{k}={v:,}' for k, v in lb.DEFAULT_BUDGETS.items())})")
+    parser.add_argument("--threshold", nargs="*", default=[], metavar="ENV=RETURN", help="return that counts as learned")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, one CPU each (default 1)")
+    parser.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default: a tenth of the budget)")
+    parser.add_argument("--eval-episodes", type=int, default=5, help="deterministic episodes per evaluation (default 5)")
+    parser.add_argument("--output-dir", type=Path, default=OUTPUT_DIR, help="one CSV per run (default results/bench/learning/)")
+    parser.add_argument("--figures-dir", type=Path, default=FIGURES, help="where the figures go (default figures/plots/)")
+    parser.add_argument("--status-every", type=float, default=60, help="seconds between progress lines (default 60)")
+    parser.add_argument("--report-only", action="store_true", help="make the table and figures from the CSVs; train nothing")
+    parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # a child process: one run
+    args = parser.parse_args(argv)
+    from ddrl.ray_runtime import quiet_rllib_notices
+
+    quiet_rllib_notices()
+    for name in ("jobs", "eval_every", "eval_episodes"):
+        if getattr(args, name) is not None and getattr(args, name) < (0 if args.run else 1):
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    if args.run:
+        return run_one(args.run, args.eval_every, args.eval_episodes, args.output_dir)
+
+    budgets = {**lb.DEFAULT_BUDGETS, **parse_pairs(args.budget, int, "budget")}
+    thresholds = {**lb.DEFAULT_THRESHOLDS, **parse_pairs(args.threshold, float, "threshold")}
+    if not args.report_only:
+        if "sb3" in args.systems:
+            lb.require_sb3()  # now, not in every child
+        from ddrl import environments
+
+        for env in args.envs:
+            environments.check_env_id(lb.TOOLKIT, env)
+        runs = [lb.Run(system, algorithm, env, seed, budgets[algorithm])
+                for algorithm in args.algorithms for env in args.envs for seed in args.seeds for system in args.systems]
+        run_all(runs, args.jobs, args)
+    report(args.output_dir, thresholds, args.figures_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
