@@ -77,6 +77,13 @@ def test_tiny_benchmark_end_to_end_then_resumes(tmp_path):
     for suffix in ("steps", "time"):
         assert (tmp_path / "figures" / f"learning-benchmark-{suffix}.png").stat().st_size > 10_000
 
+    # our runs leave a policy that the render script takes
+    render = run_script(CTE_POWER / "scripts" / "render" / "render-bullet.py", "--checkpoint",
+                        tmp_path / "runs" / "checkpoints" / "InvertedPendulumBulletEnv-v0-SAC-ours-seed0",
+                        "--max-steps", "5", "--width", "64", "--height", "48", "--output", tmp_path / "sac.gif", timeout=120)
+    assert render.returncode == 0, render.stderr[-2000:]
+    assert (tmp_path / "sac.gif").stat().st_size > 0
+
     again = run_script(BENCH, *args, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "4 of 4 runs already done; 0 to run" in again.stdout

@@ -58,6 +58,34 @@ def test_renders_latest_checkpoint_to_a_video_that_decodes(suffix, trained, rend
     assert summary["deterministic"] is True and summary["algorithm"] == "PPO"
 
 
+def test_frames_option_writes_a_strip_of_stills_beside_the_video(trained, render, tmp_path, capsys):
+    video = tmp_path / "agent.gif"
+    assert render(["--results-dir", str(trained), "--frames", "4", "--output", str(video), *SMALL]) == 0
+    out = capsys.readouterr().out
+    strip = video.with_suffix(".png")
+    assert f"frame strip: {strip} (4 stills)" in out
+    image = imageio.imread(strip)
+    assert image.shape[1] > 2.5 * image.shape[0], "the stills stand side by side"
+    summary = json.loads(video.with_suffix(".json").read_text())
+    assert summary["frame_strip"] == str(strip)
+
+
+def test_frame_strip_spreads_its_stills_over_any_length():
+    from ddrl.rendering import FrameStrip
+
+    for length in (3, 10, 57, 1001):
+        strip = FrameStrip(5)
+        for index in range(length):
+            strip(np.full((2, 2, 3), index % 256, np.uint8))
+        picked = [index for index, _ in strip.stills()]
+        assert len(picked) == min(5, length) and picked[0] == 0
+        assert len(strip.kept) <= 20, "bounded memory"
+        if length >= 5:
+            assert picked[-1] >= length * 0.9 - 2, (length, picked)
+            gaps = np.diff(picked)
+            assert gaps.max() <= 2 * gaps.min() + 1, (length, picked)
+
+
 def test_deterministic_policy_repeats_its_return_on_the_same_seed(trained, render, tmp_path, capsys):
     returns = []
     for run in range(2):

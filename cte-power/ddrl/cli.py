@@ -157,6 +157,8 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode i uses seed+i (default: %(default)s)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions as in training (default: deterministic)")
     parser.add_argument("--output", type=Path, default=None, help="video file, .mp4 or .gif (default: figures/videos/<env>-<algorithm>-<time>.mp4)")
+    parser.add_argument("--frames", type=int, default=0, metavar="N",
+                        help="also write N stills side by side to <output>.png (the thesis's figures 23-25)")
     parser.add_argument("--fps", type=int, default=30, help="frames per second (default: %(default)s)")
     parser.add_argument("--width", type=int, default=640, help="frame width in pixels (default: %(default)s)")
     parser.add_argument("--height", type=int, default=480, help="frame height in pixels (default: %(default)s)")
@@ -174,6 +176,8 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
     for name in ("episodes", "fps", "width", "height"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+    if args.frames < 0:
+        raise UserError(f"--frames must be 0 (no strip) or more, got {args.frames}.")
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
     info = rendering.locate(args.checkpoint, toolkit, results_dir, best=args.best)
     rendering.check_toolkit(info, toolkit)
@@ -187,10 +191,13 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
 
     limit = args.max_steps or env.spec.max_episode_steps
     writer = rendering.VideoWriter(output, args.fps)
+    strip = rendering.FrameStrip(args.frames) if args.frames else None
     with tqdm(total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording") as bar:
 
         def on_frame(frame):
             writer(frame)
+            if strip:
+                strip(frame)
             bar.update()
 
         try:
@@ -200,7 +207,12 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
             env.close()
     for s in stats:
         print(f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}")
-    summary = rendering.write_summary(output, info, stats, args.stochastic, writer.frames, args.fps)
+    strip_path = None
+    if strip:
+        mean_return = sum(s["return"] for s in stats) / len(stats)
+        strip_path = strip.save(output.with_suffix(".png"), f"{info.algorithm} on {info.env}: return {mean_return:.0f}")
+        print(f"frame strip: {strip_path} ({len(strip.stills())} stills)")
+    summary = rendering.write_summary(output, info, stats, args.stochastic, writer.frames, args.fps, strip_path)
     print(f"video: {output} ({writer.frames} frames)\nsummary: {summary}")
     return 0
 

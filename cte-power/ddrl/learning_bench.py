@@ -105,7 +105,9 @@ def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
     return raw
 
 
-def train_ours(run: Run, eval_every: int, eval_episodes: int, progress=print) -> pd.DataFrame:
+def train_ours(run: Run, eval_every: int, eval_episodes: int, progress=print, checkpoint_dir: Path | None = None) -> pd.DataFrame:
+    """Train ``run`` with ddrl; with ``checkpoint_dir``, save the final policy there as an
+    experiment folder that scripts/render/render-bullet.py --checkpoint accepts."""
     import ray
     import torch
 
@@ -133,6 +135,10 @@ def train_ours(run: Run, eval_every: int, eval_episodes: int, progress=print) ->
                 next_eval += eval_every
             rows.append(row)
             progress(_progress_line(run, row))
+        if checkpoint_dir is not None:
+            experiment_dir = Path(checkpoint_dir) / run.name
+            algo.save_to_path(str((experiment_dir / "trial" / "checkpoint_000000").resolve()))
+            (experiment_dir / "experiment.yaml").write_text(config.dump_yaml(experiment.to_dict()))
     finally:
         algo.stop()
         ray.shutdown()
@@ -218,8 +224,10 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-def train(run: Run, eval_every: int, eval_episodes: int, progress=print) -> pd.DataFrame:
-    return (train_ours if run.system == "ours" else train_sb3)(run, eval_every, eval_episodes, progress)
+def train(run: Run, eval_every: int, eval_episodes: int, progress=print, checkpoint_dir: Path | None = None) -> pd.DataFrame:
+    if run.system == "ours":
+        return train_ours(run, eval_every, eval_episodes, progress, checkpoint_dir)
+    return train_sb3(run, eval_every, eval_episodes, progress)
 
 
 def _progress_line(run: Run, row: dict) -> str:

@@ -272,12 +272,60 @@ class VideoWriter:
         self._writer.close()
 
 
-def write_summary(path: Path, info: RunInfo, stats: list[dict], explore: bool, frames: int, fps: int) -> Path:
+class FrameStrip:
+    """Keeps ``count`` stills spread evenly over a recording of unknown length, in bounded memory:
+    it keeps every ``stride``-th frame, and halves what it keeps (doubling the stride) whenever it
+    holds more than ``4 * count``. ``save`` draws them side by side, each titled with its step,
+    as the thesis's figures 23-25."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.stride = 1
+        self.seen = 0
+        self.kept: list[tuple[int, np.ndarray]] = []
+
+    def __call__(self, frame: np.ndarray) -> None:
+        if self.seen % self.stride == 0:
+            self.kept.append((self.seen, np.asarray(frame, dtype=np.uint8)))
+            if len(self.kept) > 4 * self.count:
+                self.kept = self.kept[::2]
+                self.stride *= 2
+        self.seen += 1
+
+    def stills(self) -> list[tuple[int, np.ndarray]]:
+        if len(self.kept) <= self.count:
+            return list(self.kept)
+        picks = np.linspace(0, len(self.kept) - 1, self.count).round().astype(int)
+        return [self.kept[i] for i in picks]
+
+    def save(self, path: Path, title: str) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        stills = self.stills()
+        height, width = stills[0][1].shape[:2]
+        fig, axes = plt.subplots(1, len(stills), figsize=(2.2 * len(stills) * width / height, 2.6), squeeze=False)
+        for ax, (index, frame) in zip(axes[0], stills):
+            ax.imshow(frame)
+            ax.set_title(f"frame {index}", fontsize=9)
+            ax.axis("off")
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+
+def write_summary(path: Path, info: RunInfo, stats: list[dict], explore: bool, frames: int, fps: int,
+                  strip: Path | None = None) -> Path:
     summary = path.with_suffix(".json")
     summary.write_text(
         json.dumps(
             {
                 "video": str(path),
+                "frame_strip": None if strip is None else str(strip),
                 "checkpoint": str(info.checkpoint),
                 "toolkit": info.toolkit,
                 "env": info.env,

@@ -4,7 +4,8 @@ networks, replay ratio and env-step budget, on the same PyBullet envs, several s
 Each run (system x algorithm x env x seed) trains in its own process and writes its curve
 (env steps, training seconds, return of the last 100 episodes, deterministic evaluation return)
 to OUTPUT_DIR/<env>-<algorithm>-<system>-seed<k>.csv (default results/bench/learning/); completed runs are skipped, so a cut
-benchmark continues where it stopped. Then the table (OUTPUT_DIR/summary.md, summary.csv) (final return mean and 95% bootstrap CI
+benchmark continues where it stopped. Our runs leave their final policy in
+OUTPUT_DIR/checkpoints/<run>/ for scripts/render/render-bullet.py --checkpoint. Then the table (OUTPUT_DIR/summary.md, summary.csv) (final return mean and 95% bootstrap CI
 per system, steps and time to a threshold, ours/SB3) and the figures are made from every CSV.
 
 Needs Stable-Baselines3:  pip install -r scripts/bench/requirements-bench.txt
@@ -46,7 +47,8 @@ def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) ->
     """The child process: train one run and write its CSV (atomically: a cut run leaves none)."""
     system, algorithm, env, seed, budget = spec.split(",")
     run = lb.Run(system, algorithm, env, int(seed), int(budget))
-    curve = lb.train(run, eval_every or max(1, run.budget // 10), eval_episodes, progress=lambda line: print(line, flush=True))
+    curve = lb.train(run, eval_every or max(1, run.budget // 10), eval_episodes, progress=lambda line: print(line, flush=True),
+                     checkpoint_dir=output_dir / "checkpoints")
     partial = run.path(output_dir).with_suffix(".partial")
     curve.to_csv(partial, index=False)
     partial.replace(run.path(output_dir))
