@@ -92,6 +92,9 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     experiment = config.load_experiment(paths.resolve_config_path(args.config), toolkit, overrides)
     environments.check_experiment(experiment, launch=not args.dry_run)
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+    paths.check_writable_dir(results_dir, "--results-dir")
+    if args.name is not None:
+        paths.check_experiment_name(args.name)
     if args.resume_if_exists:
         if not args.name:
             raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
@@ -113,6 +116,10 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         print(f"# results would go to: {path}")
         return 0
 
+    try:  # the folder the experiment goes in, before Ray starts (root may pass os.access checks)
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir.") from None
     print(ray_runtime.start_ray(granted), flush=True)
     try:
         if granted is None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from ddrl import algorithms, environments, vector_actions
+from ddrl import algorithms, environments, value_ranges, vector_actions
 from ddrl.errors import UserError
 
 #: The RLlib ``AlgorithmConfig`` method groups an experiment file may contain.
@@ -146,7 +146,15 @@ def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -
     if not path.is_file():
         raise UserError(_missing_config_message(path, toolkit))
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not a text file (not UTF-8); point --config at an experiment YAML file.") from None
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}.") from None
+    try:
+        raw = read_yaml(text) or {}
+    except DuplicateKeyError as err:
+        raise UserError(f"{path}: {err}. Keep one of them.") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -158,6 +166,31 @@ def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -
     return validate(raw, toolkit, source=str(path))
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    pass
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (PyYAML
+    silently keeps the last one, so a setting written twice is half-ignored)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKeyError(f"the key '{key}' is given twice (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _StrictLoader.construct_mapping)
+
+
+def read_yaml(text: str):
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+
+
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply ``--set a.b.c=value`` strings; values are read as YAML (``1e-4``, ``[64, 64]``...)."""
     raw = copy.deepcopy(raw)
@@ -166,7 +199,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not sep or not key_path.strip():
             raise UserError(f"--set '{item}': expected KEY.PATH=VALUE, e.g. --set training.lr=0.0003")
         try:
-            value = yaml.safe_load(text)
+            value = read_yaml(text)
+        except DuplicateKeyError as err:
+            raise UserError(f"--set '{item}': {err}.") from None
         except yaml.YAMLError:
             raise UserError(f"--set '{item}': the value is not valid YAML; quote it, e.g. --set 'a.b=[1, 2]'.") from None
         keys = key_path.strip().split(".")
@@ -228,6 +263,10 @@ def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
     if "env" in rllib.get("environment", {}):
         raise UserError(f"set the environment with the top-level 'env' key{where}, not environment.env.")
 
+    if raw.get("name") is not None:
+        from ddrl.paths import check_experiment_name
+
+        check_experiment_name(raw["name"], f"'name'{where}")
     experiment = Experiment(
         toolkit=toolkit,
         env=env_id,
@@ -279,10 +318,17 @@ def _validate_group(defaults, group: str, settings: dict, where: str) -> dict:
         allowed = _allowed_types(params[key].annotation)
         if key in FRACTIONAL_RESOURCES and allowed is not None:
             allowed = tuple(set(allowed) | {int, float})
-        out[key] = _each_candidate(value, lambda v, k=key: _expect(v, allowed, f"{group}.{k}"))
+        name = f"{group}.{key}"
+        out[key] = _each_candidate(value, lambda v, n=name: value_ranges.check(n, _expect(v, allowed, n)))
+        if key in NESTED_GROUPS and isinstance(out[key], dict):
+            out[key] = {k: _each_candidate(v, lambda v, n=f"{name}.{k}": value_ranges.check(n, v)) for k, v in out[key].items()}
         if group == "rl_module" and key == "model_config" and isinstance(value, dict):
             _check_model_config_keys(defaults, value, where)
     return out
+
+
+#: Settings that are mappings of settings whose values have documented ranges too.
+NESTED_GROUPS = ("replay_buffer_config", "model_config")
 
 
 def _group_parameters(config_class: type, group: str) -> dict[str, inspect.Parameter]:
@@ -292,9 +338,13 @@ def _group_parameters(config_class: type, group: str) -> dict[str, inspect.Param
         method = cls.__dict__.get(group)
         if method is None:
             continue
+        try:  # annotations written as text (``from __future__ import annotations``) -> types
+            hints = typing.get_type_hints(method)
+        except Exception:  # a forward reference that does not resolve: keep the text (no type check)
+            hints = {}
         for name, param in inspect.signature(method).parameters.items():
             if name != "self" and param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-                params[name] = param
+                params[name] = param.replace(annotation=hints.get(name, param.annotation))
     return params
 
 
@@ -321,8 +371,8 @@ def _check_model_config_keys(defaults, model_config: dict, where: str) -> None:
 
 def _check_with_rllib(experiment: Experiment) -> None:
     """Let RLlib's own consistency checks run on the worst-case variant, before Ray starts."""
-    config = build_algorithm_config(experiment, rllib=experiment.worst_case_rllib())
-    try:
+    try:  # RLlib checks some values in its setters (rollout_fragment_length), the rest in validate()
+        config = build_algorithm_config(experiment, rllib=experiment.worst_case_rllib())
         config.validate()
     except (ValueError, TypeError, AttributeError) as err:
         raise UserError(f"RLlib rejects this configuration: {' '.join(str(err).split())}") from None

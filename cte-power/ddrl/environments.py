@@ -135,6 +135,32 @@ def check_experiment(experiment, launch: bool = True) -> None:
     if kit.checker:
         kit.load()
         _function(kit.checker)(experiment, launch=launch)
+    else:
+        env_config = (experiment.rllib.get("environment") or {}).get("env_config") or {}
+        check_creates(experiment.toolkit, experiment.env, env_config)
+
+
+def check_creates(toolkit: str, env_id: str, env_config: dict | None = None) -> None:
+    """Create and reset the environment once, here, without Ray: a failure to import or build it
+    is one clear error now instead of a wall of Ray errors from inside an env runner."""
+    kit = get_toolkit(toolkit)
+    try:
+        env = make_env(toolkit, env_id, env_config)
+        try:
+            env.reset(seed=0)
+        finally:
+            env.close()
+    except UserError:
+        raise
+    except ModuleNotFoundError as err:
+        fix = ("pip install 'setuptools<81' (it imports pkg_resources, which setuptools 81 removed)"
+               if err.name == "pkg_resources" else kit.install_hint)
+        raise UserError(f"environment '{env_id}' of toolkit '{toolkit}' cannot be created: it needs the module "
+                        f"'{err.name}', which is not installed. Fix: {fix}") from None
+    except Exception as err:  # whatever the env's own code raises: say it in one line
+        detail = " ".join(str(err).split())[:300]
+        raise UserError(f"environment '{env_id}' of toolkit '{toolkit}' cannot be created with env_config "
+                        f"{dict(env_config or {})}: {type(err).__name__}: {detail}") from None
 
 
 def _function(spec: str):

@@ -1,7 +1,10 @@
 """Where the repository keeps things. Everything is relative to ``cte-power/``."""
 
 import os
+import re
 from pathlib import Path
+
+from ddrl.errors import UserError
 
 #: ``cte-power/`` of this checkout (the package lives in ``cte-power/ddrl``).
 CTE_POWER_DIR = Path(__file__).resolve().parents[1]
@@ -24,3 +27,30 @@ def resolve_config_path(path: str | os.PathLike) -> Path:
     if given.exists() or given.is_absolute():
         return given
     return CTE_POWER_DIR / given
+
+
+#: An experiment name is one folder name: letters, digits, dot, dash, underscore; no leading dot.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def check_experiment_name(name: str, where: str = "--name") -> str:
+    """Refuse names that would write outside the results directory (``..``, ``/``) or hide."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 200:
+        raise UserError(
+            f"{where} {name!r} is not a valid experiment name: use one folder name of letters, digits, "
+            "'.', '-' and '_' (no '/', no leading '.', at most 200 characters), e.g. sac-hopper-seed1."
+        )
+    return name
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    """Fail now, creating nothing, if ``path`` could not be created or written as a folder."""
+    path = Path(path).expanduser().absolute()
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{what} {path} cannot be created: {existing} is a file, not a folder. Choose another {what}.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {path} cannot be created or written: no write permission on {existing}. "
+                        f"Choose another {what}.")

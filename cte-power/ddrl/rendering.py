@@ -207,6 +207,8 @@ def make_render_env(toolkit: str, env_id: str, env_config: dict, width: int, hei
         kwargs.update(width=width, height=height)
     env = environments.make_env(toolkit, env_id, kwargs)
     unwrapped = env.unwrapped
+    while not hasattr(unwrapped, "_render_width") and hasattr(unwrapped, "env"):  # old gym API: the wrapped env
+        unwrapped = getattr(unwrapped.env, "unwrapped", unwrapped.env)
     if hasattr(unwrapped, "_render_width"):  # PyBullet: its camera already follows the robot
         unwrapped._render_width, unwrapped._render_height = width, height
     return env
