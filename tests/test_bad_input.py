@@ -34,6 +34,21 @@ CASES = {
     "slurm-allocation-too-small": (GOOD.replace("num_env_runners: 0", "num_env_runners: 2"), [], {"SLURM_JOB_ID": "42", "SLURM_CPUS_PER_TASK": "2"}, ["needs 3 CPU(s)", "Slurm allocation of job 42", "SLURM_CPUS_PER_TASK=2"]),
     "other-toolkit": (GOOD + "toolkit: unity\n", [], {}, ["toolkit 'unity'", "pybullet-envs"]),
 }
+CASES.update({
+    "discount-above-one": (GOOD.replace("minibatch_size: 100", "minibatch_size: 100, gamma: 1.5"), [], {}, ["'training.gamma' must be a discount factor, in [0, 1]", "1.5"]),
+    "soft-update-above-one": (GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""), ["--set", "training.tau=2"], {}, ["'training.tau'", "[0, 1]"]),
+    "negative-batch": (GOOD.replace("train_batch_size_per_learner: 200", "train_batch_size_per_learner: -5"), [], {}, ["train_batch_size_per_learner' must be a batch size, 1 or more", "-5"]),
+    "negative-env-runners": (GOOD.replace("num_env_runners: 0", "num_env_runners: -1"), [], {}, ["num_env_runners' must be", "0 or more"]),
+    "zero-learning-rate": (GOOD, ["--set", "training.lr=0"], {}, ["'training.lr' must be a learning rate, above 0"]),
+    "zero-capacity": (GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""), ["--set", "training.replay_buffer_config.capacity=0"], {}, ["replay_buffer_config.capacity", "1 or more"]),
+    "zero-unit-layer": (GOOD, ["--set", "rl_module.model_config.fcnet_hiddens=[64, 0]"], {}, ["fcnet_hiddens' must be a list of hidden-layer sizes", "[64, 0]"]),
+    "text-for-our-layers": (GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""), ["--set", "training.actor_hiddens=big"], {}, ["'training.actor_hiddens' must be a list", "'big'"]),
+    "rllib-setter-error": (GOOD, ["--set", "env_runners.rollout_fragment_length=0"], {}, ["rollout_fragment_length"]),
+    "duplicate-key": (GOOD + "checkpoint: {every: 1}\ncheckpoint: {every: 2}\n", [], {}, ["the key 'checkpoint' is given twice", "Keep one"]),
+    "name-escapes-results": (GOOD, ["--name", "../outside"], {}, ["not a valid experiment name", "'../outside'"]),
+    "name-with-separator": (GOOD + "name: runs/one\n", [], {}, ["not a valid experiment name", "'runs/one'"]),
+    "env-cannot-be-created": (GOOD, ["--set", "environment.env_config.no_such_option=1"], {}, ["'HopperBulletEnv-v0' of toolkit 'pybullet-envs' cannot be created", "no_such_option"]),
+})
 CASES["wrong-type-number"] = (GOOD.replace("minibatch_size: 100", "minibatch_size: 100, lr: fast"), [], {}, ["'training.lr' must be", "'fast'"])
 
 
@@ -95,3 +110,21 @@ def test_dry_run_prints_config_and_resources_and_starts_nothing(train_bullet, tm
     import ray
 
     assert not ray.is_initialized()
+
+
+def test_config_that_is_not_text(train_bullet, tmp_path, capsys):
+    config_file = tmp_path / "experiment.yaml"
+    config_file.write_bytes(bytes(range(256)))
+    code = train_bullet.main(["--config", str(config_file), "--results-dir", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is not a text file" in err, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_results_dir_that_cannot_be_created(train_bullet, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    for dry in ([], ["--dry-run"]):
+        code = train_bullet.main(["--results-dir", str(tmp_path / "a-file" / "results"), *dry])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert "cannot be created" in err and "is a file, not a folder" in err
