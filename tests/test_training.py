@@ -122,12 +122,21 @@ def test_resume_after_kill_continues_from_last_checkpoint(tmp_path):
     assert results_of(trial)[-1]["training_iteration"] == 7
 
 
-def test_resume_with_changed_settings_is_refused(tmp_path):
-    proc = run_script(TRAIN_BULLET, *TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "stop.iterations=1", timeout=300)
+def test_finished_run_extends_with_a_larger_stop_and_refuses_other_changes(tmp_path):
+    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "checkpoint.every=1"]
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=1", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_script(TRAIN_BULLET, *TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "stop.iterations=5", "--resume")
+    trial = only_trial(tmp_path / "x")
+
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "new stop criterion" in proc.stdout and "'iterations': 1} -> {" in proc.stdout
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3], "the same trial went on from its checkpoint"
+    assert only_trial(tmp_path / "x") == trial
+
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", "--set", "training.lr=0.01", "--resume", timeout=300)
     assert proc.returncode == 2
-    assert "cannot resume" in proc.stderr and "stop" in proc.stderr
+    assert "cannot resume" in proc.stderr and "changed: training" in proc.stderr and "only stop may change" in proc.stderr
 
 
 def test_ppo_learns_inverted_pendulum(tmp_path):

@@ -70,29 +70,79 @@ def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
         changed = sorted(
             k for k in set(saved) | set(current) if k not in ("source", "name") and saved.get(k) != current.get(k)
         )
-        if changed:
+        if set(changed) - RESUMABLE_CHANGES:
             raise UserError(
-                f"cannot resume {path} with different settings (changed: {', '.join(changed)}). "
-                f"Resume with the same config and --set values (saved in {saved_file}), or start a new --name."
+                f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
+                f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
+                f"--set values (saved in {saved_file}), or start a new --name."
             )
+        if "stop" in changed:
+            _say(f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}")
 
 
-def make_stopper(stop: dict[str, float]):
+#: What ``--resume`` may change: how long to train (a finished run can be extended).
+RESUMABLE_CHANGES = {"stop"}
+
+
+def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
+    return {STOP_METRICS[k]: v for k, v in stop.items()}
+
+
+def reached(result: dict, thresholds: dict[str, float]) -> bool:
+    return any(result_value(result, key) is not None and result_value(result, key) >= limit for key, limit in thresholds.items())
+
+
+def make_stopper(experiment_file: Path):
     from ray import tune
 
     class ThresholdStopper(tune.Stopper):
-        """Stop a trial when any watched metric reaches its threshold (missing metrics wait)."""
+        """Stop a trial when any watched metric reaches its threshold (missing metrics wait).
 
-        def __init__(self, thresholds: dict[str, float]):
-            self.thresholds = {STOP_METRICS[k]: v for k, v in thresholds.items()}
+        The thresholds are read from the experiment's saved ``experiment.yaml`` (again whenever
+        it changes): Tune restores this stopper from its own state on ``--resume``, and a resume
+        that extends ``stop`` rewrites that file.
+        """
+
+        def __init__(self, experiment_file: Path):
+            self.experiment_file = Path(experiment_file)
+            self._read_at = None
+            self.thresholds: dict[str, float] = {}
 
         def __call__(self, trial_id, result) -> bool:
-            return any(result_value(result, key) is not None and result_value(result, key) >= limit for key, limit in self.thresholds.items())
+            modified = self.experiment_file.stat().st_mtime_ns
+            if modified != self._read_at:
+                import yaml
+
+                self.thresholds = thresholds_of(yaml.safe_load(self.experiment_file.read_text())["stop"])
+                self._read_at = modified
+            return reached(result, self.thresholds)
 
         def stop_all(self) -> bool:
             return False
 
-    return ThresholdStopper(stop)
+    return ThresholdStopper(experiment_file)
+
+
+def reopen_finished_trials(path: Path, stop: dict[str, float]) -> int:
+    """Mark the trials that ended on the old stop criterion, but not on ``stop``, as paused in
+    Tune's experiment state, so that a restore continues them from their latest checkpoint
+    (Tune itself never restarts a finished trial). Returns how many."""
+    import json
+
+    thresholds = thresholds_of(stop)
+    reopened = 0
+    for state_file in path.glob("experiment_state-*.json"):
+        state = json.loads(state_file.read_text())
+        for trial_data in state.get("trial_data", []):
+            trial, runtime = (json.loads(part) if isinstance(part, str) else part for part in trial_data[:2])
+            last = runtime.get("last_result")
+            last = json.loads(last) if isinstance(last, str) else (last or {})
+            if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
+                trial["status"] = "PAUSED"
+                trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
+                reopened += 1
+        state_file.write_text(json.dumps(state))
+    return reopened
 
 
 def make_progress_printer():
@@ -192,6 +242,12 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
 
     if resume:
         _say(f"resuming {path}")
+        saved_file = path / EXPERIMENT_FILE
+        if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
+            saved_file.write_text(dump_yaml(experiment.to_dict()))  # the stopper reads the new stop from here
+            reopened = reopen_finished_trials(path, experiment.stop)
+            if reopened:
+                _say(f"{reopened} finished trial(s) continue from their latest checkpoint")
         tuner = tune.Tuner.restore(
             str(path), trainable=algo_class, param_space=param_space, resume_unfinished=True, resume_errored=True
         )
@@ -209,7 +265,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
             run_config=tune.RunConfig(
                 name=path.name,
                 storage_path=str(path.parent.resolve()),
-                stop=make_stopper(experiment.stop),
+                stop=make_stopper(path / EXPERIMENT_FILE),
                 checkpoint_config=tune.CheckpointConfig(
                     checkpoint_frequency=checkpoint["every"],
                     checkpoint_at_end=checkpoint["at_end"],
