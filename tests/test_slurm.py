@@ -59,6 +59,20 @@ def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env):
     assert list(trial.glob("checkpoint_*/rllib_checkpoint.json"))
 
 
+def test_job_submitted_from_another_directory_logs_where_the_readme_says(slurm, job_env, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = slurm.sbatch(str(CTE_POWER / "jobs" / "pybullet-envs" / "ppo.sh"), *TINY_PPO_SETS, "--set", "stop.iterations=1",
+                       cwd=elsewhere, env=job_env)
+    info = slurm.wait(job, timeout=300)
+    out = job_log("ppo-humanoid", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("ppo-humanoid", job, "err") + str(info)
+    assert "iter    1 |" in out
+    pointer = (elsewhere / f"slurm-ppo-humanoid-{job}.out").read_text()
+    assert f"logs to {CTE_POWER}/jobs/out/ppo-humanoid-{job}.out" in pointer
+    assert (Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}").is_dir()
+
+
 def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(slurm, job_env):
     job = slurm.sbatch(
         "jobs/distributed/ppo-2nodes.sh", *TINY_PPO_SETS, "--set", "stop.iterations=40", cwd=CTE_POWER, env=job_env

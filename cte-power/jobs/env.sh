@@ -10,6 +10,16 @@ DDRL_REPO=$(dirname "$DDRL_CTE_POWER")
 cd "$DDRL_CTE_POWER" || exit 2
 mkdir -p jobs/out jobs/err
 
+# Slurm opens the job's output file before the job starts, relative to the submit directory
+# (#SBATCH --output=slurm-%x-%j.out is the one path that exists wherever sbatch is run). From
+# here on the job logs to cte-power/jobs/out/ and jobs/err/, appending across requeues; the
+# file in the submit directory says where.
+if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "${DDRL_LOG_REDIRECTED:-}" ]; then
+    export DDRL_LOG_REDIRECTED=1
+    echo "ddrl: job $SLURM_JOB_ID logs to $DDRL_CTE_POWER/jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.out (errors: jobs/err/)"
+    exec >>"jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.out" 2>>"jobs/err/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.err"
+fi
+
 if [ -f jobs/site.sh ]; then
     # shellcheck source=/dev/null
     source jobs/site.sh

@@ -4,8 +4,7 @@
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=65
 #SBATCH --time=24:00:00
-#SBATCH --output=jobs/out/%x-%j.out
-#SBATCH --error=jobs/err/%x-%j.err
+#SBATCH --output=slurm-%x-%j.out         # in the submit dir: a pointer to jobs/out/ (see jobs/env.sh)
 #SBATCH --open-mode=append
 #SBATCH --signal=B:USR1@300
 #SBATCH --requeue
@@ -14,8 +13,9 @@
 # From cte-power/:  sbatch jobs/scaling/sac.sh                     (65 CPUs: up to 64 runners)
 #                   sbatch --cpus-per-task=17 --gres=gpu:1 jobs/scaling/sac.sh
 # Then: python scripts/plot/summarize-data.py && python scripts/plot/plot-time.py results/humanoid/scaling-sac-*.csv
-for dir in "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
+for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
+           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
     [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
 done
-command -v ddrl_train >/dev/null || { echo "error: submit from cte-power/ (jobs/env.sh not found)" >&2; exit 2; }
+command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
 ddrl_scaling_sweep trainings/pybullet-envs/sac.yaml "$@"

@@ -4,8 +4,7 @@
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=2
 #SBATCH --time=48:00:00
-#SBATCH --output=jobs/out/%x-%j.out
-#SBATCH --error=jobs/err/%x-%j.err
+#SBATCH --output=slurm-%x-%j.out         # in the submit dir: a pointer to jobs/out/ (see jobs/env.sh)
 #SBATCH --open-mode=append
 #SBATCH --signal=B:USR1@300
 #SBATCH --requeue
@@ -14,10 +13,11 @@
 # More runners: --cpus-per-task=N+1 --set env_runners.num_env_runners=N.
 # From cte-power/:  sbatch jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64 [train-script arguments]
 # Without Slurm:    bash jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64 [...]
-for dir in "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
+for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
+           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
     [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
 done
-command -v ddrl_train >/dev/null || { echo "error: submit from cte-power/ (jobs/env.sh not found)" >&2; exit 2; }
+command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
 case " $* " in
     *" --env-file "*|*" --env-file="*) ;;
     *) echo "error: a batch job has no Unity Editor to connect to: give the build, e.g. sbatch jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64" >&2; exit 2 ;;
