@@ -150,3 +150,101 @@ def test_ppo_learns_inverted_pendulum(tmp_path):
     final = results[-1]
     assert final["num_env_steps_sampled_lifetime"] <= 62_000
     assert final["env_runners"]["episode_return_mean"] >= 500, [r["env_runners"]["episode_return_mean"] for r in results]
+
+
+def _results_so_far(experiment: Path) -> list[dict]:
+    trials = [p for p in experiment.glob("*/result.json")]
+    if not trials:
+        return []
+    lines = [line for line in trials[0].read_text().splitlines() if line.strip()]
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # the line being written
+            pass
+    return out
+
+
+def _start(args, log_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(TRAIN_BULLET), *map(str, args)], cwd=CTE_POWER, stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT, start_new_session=True, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+
+
+def _wait_for(condition, process, log_path: Path, timeout: float = 240):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        assert process.poll() is None, log_path.read_text()[-3000:]
+        time.sleep(0.3)
+    pytest.fail(f"timed out; log: {log_path.read_text()[-2000:]}")
+
+
+def test_killed_env_runner_is_restarted_and_the_run_finishes(tmp_path):
+    import psutil
+
+    args = [*TINY_PPO, "--results-dir", tmp_path, "--name", "faulty", "--set", "stop.iterations=6",
+            "--set", "env_runners.num_env_runners=1", "--set", "fault_tolerance.restart_failed_env_runners=true"]
+    log = tmp_path / "run.log"
+    run = _start(args, log)
+    try:
+        first = _wait_for(lambda: [r for r in _results_so_far(tmp_path / "faulty") if r["placement"]["env_runner_pids"]],
+                          run, log)
+        victim = int(first[0]["placement"]["env_runner_pids"])
+        psutil.Process(victim).kill()  # the env runner only, mid-training
+        assert run.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    results = results_of(only_trial(tmp_path / "faulty"))
+    assert results[-1]["training_iteration"] == 6
+    pids = {r["placement"]["env_runner_pids"] for r in results}
+    assert str(victim) in pids and len(pids - {""}) >= 2, f"a new env runner took over: {pids}"
+
+
+def test_after_a_killed_driver_the_next_run_starts_cleanly(tmp_path):
+    """SIGKILL to the driver alone (not its process group): its Ray processes go with it, and
+    the next run on this machine (here: the resume) starts without port or temp-dir collisions,
+    losing at most one checkpoint interval."""
+    import psutil
+
+    args = [*TINY_PPO, "--results-dir", tmp_path, "--name", "orphan", "--set", "stop.iterations=6",
+            "--set", "checkpoint.every=1"]
+    log = tmp_path / "first.log"
+    first = _start(args, log)
+    try:
+        _wait_for(lambda: list((tmp_path / "orphan").glob("*/checkpoint_000001")), first, log)
+        session = os.getsid(first.pid)
+        first.kill()
+        first.wait()
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            left = [p for p in psutil.process_iter(["pid"]) if _session_of(p) == session]
+            if not left:
+                break
+            time.sleep(1)
+        assert not left, f"processes of the killed run still alive: {[p.name() for p in left]}"
+    finally:
+        try:
+            os.killpg(first.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    trial = only_trial(tmp_path / "orphan")
+    saved = max(int(p.name.split("_")[1]) for p in trial.glob("checkpoint_*"))
+
+    proc = run_script(TRAIN_BULLET, *args, "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    resumed = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("iter ")]
+    assert resumed[0] <= saved + 2, "at most one checkpoint interval (1 iteration) lost"
+    assert results_of(trial)[-1]["training_iteration"] == 6
+
+
+def _session_of(process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None

@@ -15,24 +15,29 @@ class RecordPlacement(RLlibCallback):
 
     With a multi-node cluster, this is how a run shows that its env runners really were
     spread over the nodes (``result.json``: ``placement/driver_node``, ``placement/env_runner_nodes``,
-    ``placement/num_env_runner_nodes``).
+    ``placement/num_env_runner_nodes``), and the process id of each env runner.
     """
 
     def on_train_result(self, *, algorithm, metrics_logger=None, result, **kwargs) -> None:
         import ray
 
-        def node_of(_runner):
+        def node_and_pid(_runner):
+            import os
+
             import ray
 
-            return ray.get_runtime_context().get_node_id()
+            return ray.get_runtime_context().get_node_id(), os.getpid()
 
         runners = algorithm.env_runner_group
-        remote = runners.foreach_env_runner(node_of, local_env_runner=False) if runners.num_remote_env_runners() else []
+        remote = runners.foreach_env_runner(node_and_pid, local_env_runner=False) if runners.num_remote_env_runners() else []
+        nodes = [node for node, _ in remote]
         # text, not a list: Tune's TensorBoard logger takes scalars and strings only
         result["placement"] = {
             "driver_node": ray.get_runtime_context().get_node_id(),
-            "env_runner_nodes": ",".join(sorted(remote)),
-            "num_env_runner_nodes": len(set(remote)),
+            "env_runner_nodes": ",".join(sorted(nodes)),
+            "num_env_runner_nodes": len(set(nodes)),
+            # a restarted env runner (fault_tolerance.restart_failed_env_runners) shows a new pid
+            "env_runner_pids": ",".join(str(pid) for _, pid in remote),
         }
 
 
