@@ -98,7 +98,10 @@ def test_job_files_name_existing_scripts_and_configs(job):
     assert subprocess.run(["bash", "-n", str(job)]).returncode == 0, "bash syntax"
     if "#SBATCH" not in text:
         return  # a library sourced by jobs (distributed/ray-cluster.sh)
-    assert "#SBATCH --job-name=" in text and "#SBATCH --output=jobs/out/" in text
+    # Slurm opens --output relative to the submit directory: only a bare file name exists wherever
+    # sbatch is run; jobs/env.sh then moves the log to jobs/out/ (test_slurm submits from elsewhere)
+    assert "#SBATCH --job-name=" in text and "#SBATCH --output=slurm-%x-" in text and "--error" not in text
+    assert "source \"$dir/jobs/env.sh\"" in text and "Command=" in text, "finds cte-power/ from any submit dir"
     named = re.findall(r"\b((?:scripts|trainings)/[\w./-]+\.(?:py|yaml))", text)
     assert named, "a job runs a train script or a sweep of a config"
     for relative in named:

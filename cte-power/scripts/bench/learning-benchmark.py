@@ -117,6 +117,9 @@ def main(argv=None) -> int:
     parser.add_argument("--figures-dir", type=Path, default=FIGURES, help="where the figures go (default figures/plots/)")
     parser.add_argument("--status-every", type=float, default=60, help="seconds between progress lines (default 60)")
     parser.add_argument("--report-only", action="store_true", help="make the table and figures from the CSVs; train nothing")
+    parser.add_argument("--list", action="store_true", help="print the runs (index, name, done or not) and exit")
+    parser.add_argument("--task", type=int, default=None, metavar="K",
+                        help="run only the K-th run of the list, here (a Slurm array task: --task $SLURM_ARRAY_TASK_ID)")
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # a child process: one run
     args = parser.parse_args(argv)
     from ddrl.ray_runtime import quiet_rllib_notices
@@ -131,16 +134,31 @@ def main(argv=None) -> int:
 
     budgets = {**lb.DEFAULT_BUDGETS, **parse_pairs(args.budget, int, "budget")}
     thresholds = {**lb.DEFAULT_THRESHOLDS, **parse_pairs(args.threshold, float, "threshold")}
-    if not args.report_only:
-        if "sb3" in args.systems:
-            lb.require_sb3()  # now, not in every child
-        from ddrl import environments
+    if args.report_only:
+        report(args.output_dir, thresholds, args.figures_dir)
+        return 0
+    if "sb3" in args.systems:
+        lb.require_sb3()  # now, not in every child
+    from ddrl import environments
 
-        for env in args.envs:
-            environments.check_env_id(lb.TOOLKIT, env)
-        runs = [lb.Run(system, algorithm, env, seed, budgets[algorithm])
-                for algorithm in args.algorithms for env in args.envs for seed in args.seeds for system in args.systems]
-        run_all(runs, args.jobs, args)
+    for env in args.envs:
+        environments.check_env_id(lb.TOOLKIT, env)
+    runs = [lb.Run(system, algorithm, env, seed, budgets[algorithm])
+            for algorithm in args.algorithms for env in args.envs for seed in args.seeds for system in args.systems]
+    if args.list:
+        for index, run in enumerate(runs):
+            print(f"{index:4d}  {run.name}  budget {run.budget:,}  {'done' if run.is_done(args.output_dir) else 'to run'}")
+        return 0
+    if args.task is not None:
+        if not 0 <= args.task < len(runs):
+            raise UserError(f"--task {args.task}: there are {len(runs)} runs (0 to {len(runs) - 1}); see --list.")
+        run = runs[args.task]
+        if run.is_done(args.output_dir):
+            print(f"{run.name}: already done")
+            return 0
+        return run_one(f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}", args.eval_every or 0,
+                       args.eval_episodes, args.output_dir)
+    run_all(runs, args.jobs, args)
     report(args.output_dir, thresholds, args.figures_dir)
     return 0
 
