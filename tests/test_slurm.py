@@ -73,6 +73,19 @@ def test_job_submitted_from_another_directory_logs_where_the_readme_says(slurm, 
     assert (Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}").is_dir()
 
 
+def test_learning_benchmark_array_runs_one_run_per_task(slurm, job_env, tmp_path):
+    pytest.importorskip("stable_baselines3")
+    bench_args = ("--algorithms SAC --envs InvertedPendulumBulletEnv-v0 --seeds 0 --budget SAC=600 "
+                  "--eval-every 600 --eval-episodes 1")
+    job = slurm.sbatch("jobs/bench/learning-benchmark.sh", "--output-dir", str(tmp_path / "runs"), cwd=CTE_POWER,
+                       env={**job_env, "BENCH_ARGS": bench_args}, options=("--array=0-1",))
+    for task in (0, 1):
+        info = slurm.wait(f"{job}_{task}", timeout=300)
+        assert info["JobState"] == "COMPLETED", job_log("learning-benchmark", info.get("JobId", job)) + str(info)
+    names = sorted(p.name for p in (tmp_path / "runs").glob("*.csv"))
+    assert names == ["InvertedPendulumBulletEnv-v0-SAC-ours-seed0.csv", "InvertedPendulumBulletEnv-v0-SAC-sb3-seed0.csv"]
+
+
 def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(slurm, job_env):
     job = slurm.sbatch(
         "jobs/distributed/ppo-2nodes.sh", *TINY_PPO_SETS, "--set", "stop.iterations=40", cwd=CTE_POWER, env=job_env
