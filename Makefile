@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_NAME := demo-sac-$(shell date +%Y%m%d-%H%M%S)
 DEMO_SECONDS ?= 180
 
-.PHONY: help install install-bench install-pybulletgym demo test test-fast clean-results
+.PHONY: help install install-bench install-pybulletgym lint format demo test test-fast clean-results
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -64,6 +64,16 @@ demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summ
 
 test: $(BENCH_STAMP) $(PYBULLETGYM_STAMP)  ## run the whole test suite (what CI runs)
 	$(PY) -m pytest
+
+LINTED := cte-power tests aws-sagemaker
+
+lint: $(STAMP)  ## ruff check and ruff format --check (what CI runs first)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+format: $(STAMP)  ## apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
 
 test-fast: $(BENCH_STAMP) $(PYBULLETGYM_STAMP)  ## only the tests that train nothing
 	$(PY) -m pytest -m "not slow"

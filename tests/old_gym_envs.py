@@ -9,7 +9,12 @@ class OldBox:
     """Shaped like old gym's Box, but not a Gymnasium space."""
 
     def __init__(self, low, high, shape):
-        self.low, self.high, self.shape, self.dtype = np.full(shape, low, np.float32), np.full(shape, high, np.float32), shape, np.float32
+        self.low, self.high, self.shape, self.dtype = (
+            np.full(shape, low, np.float32),
+            np.full(shape, high, np.float32),
+            shape,
+            np.float32,
+        )
 
     def sample(self):
         return np.random.uniform(self.low, self.high).astype(np.float32)

@@ -119,7 +119,9 @@ def stage_job(base: Path, script: str, hyperparameters: dict, **contract_kwargs)
     return write_contract(base, hyperparameters, channels={"code": staged}, **contract_kwargs)
 
 
-def run_hosts(hosts: dict[str, tuple[Contract, str, dict, dict]], timeout: float = 300) -> dict[str, tuple[int, str]]:
+def run_hosts(
+    hosts: dict[str, tuple[Contract, str, dict, dict]], timeout: float = 300
+) -> dict[str, tuple[int, str]]:
     """Start one container process per host at once, as SageMaker starts a job's instances, and wait
     for all: name -> (contract, entry point, hyperparameters, process env) in, name -> (exit code,
     output) out.
@@ -129,8 +131,13 @@ def run_hosts(hosts: dict[str, tuple[Contract, str, dict, dict]], timeout: float
     for name, (contract, script, hyperparameters, env) in hosts.items():
         path = contract.channel_dir("code") / script
         procs[name] = subprocess.Popen(
-            [sys.executable, str(path), *cli_args(hyperparameters)], cwd=path.parent, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            [sys.executable, str(path), *cli_args(hyperparameters)],
+            cwd=path.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
     outputs = {}
     try:

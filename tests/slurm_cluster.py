@@ -67,7 +67,10 @@ class SlurmCluster:
         (self.dir / "state").mkdir(parents=True, exist_ok=True)
         self.conf.write_text(
             SLURM_CONF.format(
-                dir=self.dir, ctld_port=self.ctld_port, node_port=self.node_port, node_port_end=self.node_port + 1,
+                dir=self.dir,
+                ctld_port=self.ctld_port,
+                node_port=self.node_port,
+                node_port_end=self.node_port + 1,
                 # job ids unique across test runs: their logs share cte-power/jobs/out/
                 first_job_id=int(time.time()) % 10_000_000 + 1000,
             )
@@ -86,7 +89,10 @@ class SlurmCluster:
         raise RuntimeError(f"Slurm nodes did not become idle: {states}\n{self.logs()}")
 
     def _start_munge(self) -> None:
-        if MUNGE_SOCKET.exists() and subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
+        if (
+            MUNGE_SOCKET.exists()
+            and subprocess.run(["munge", "-n"], capture_output=True).returncode == 0
+        ):
             return  # a munged is already serving this machine
         if not MUNGE_KEY.exists():
             MUNGE_KEY.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +103,9 @@ class SlurmCluster:
             Path(folder).mkdir(parents=True, exist_ok=True)
             shutil.chown(folder, "munge", "munge")
         pid_file = Path("/run/munge/munged.pid")
-        subprocess.run(["runuser", "-u", "munge", "--", "munged", "--force"], check=True, capture_output=True)
+        subprocess.run(
+            ["runuser", "-u", "munge", "--", "munged", "--force"], check=True, capture_output=True
+        )
         for _ in range(50):
             if pid_file.exists():
                 self.started.append(int(pid_file.read_text()))
@@ -106,7 +114,11 @@ class SlurmCluster:
 
     def _daemon(self, argv: list[str], name: str) -> None:
         log = (self.dir / f"{name}.stdout").open("w")
-        self.started.append(subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.started.append(
+            subprocess.Popen(
+                argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
 
     def stop(self) -> None:
         for process in reversed(self.started):
@@ -124,9 +136,18 @@ class SlurmCluster:
 
     # ------------------------------------------------------------------------ jobs
     def run(self, argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run(argv, env={**self.env, **kwargs.pop("env", {})}, capture_output=True, text=True, check=check, **kwargs)
+        return subprocess.run(
+            argv,
+            env={**self.env, **kwargs.pop("env", {})},
+            capture_output=True,
+            text=True,
+            check=check,
+            **kwargs,
+        )
 
-    def sbatch(self, script: str, *args: str, cwd: Path, env: dict | None = None, options: tuple = ()) -> str:
+    def sbatch(
+        self, script: str, *args: str, cwd: Path, env: dict | None = None, options: tuple = ()
+    ) -> str:
         """Submit ``script`` with ``args`` for it; ``options`` go to sbatch. Returns the job id."""
         proc = self.run(["sbatch", "--parsable", *options, script, *args], cwd=cwd, env=env or {})
         return proc.stdout.strip().split(";")[0]
@@ -135,14 +156,21 @@ class SlurmCluster:
         out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
         return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
-    def wait(self, job_id: str, states=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout: float = 600) -> dict:
+    def wait(
+        self,
+        job_id: str,
+        states=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"),
+        timeout: float = 600,
+    ) -> dict:
         deadline = time.time() + timeout
         while time.time() < deadline:
             info = self.state(job_id)
             if info.get("JobState") in states:
                 return info
             time.sleep(1)
-        raise TimeoutError(f"job {job_id} still {self.state(job_id).get('JobState')} after {timeout} s\n{self.logs()}")
+        raise TimeoutError(
+            f"job {job_id} still {self.state(job_id).get('JobState')} after {timeout} s\n{self.logs()}"
+        )
 
     def logs(self) -> str:
         parts = []

@@ -15,41 +15,187 @@ training: {train_batch_size_per_learner: 200, minibatch_size: 100}
 
 # id -> (config text, extra argv, environment, words the message must contain)
 CASES = {
-    "misspelled-stop-key": (GOOD.replace("iterations: 1", "timestemps_total: 1"), [], {}, ["timestemps_total", "Did you mean 'timesteps_total'"]),
-    "unknown-top-level-key": (GOOD + "trainig: {lr: 0.1}\n", [], {}, ["unknown key 'trainig'", "Did you mean 'training'"]),
-    "misspelled-training-key": (GOOD.replace("minibatch_size", "minibatch_sizes"), [], {}, ["'minibatch_sizes'", "Did you mean 'minibatch_size'"]),
-    "misspelled-model-key": (GOOD + "rl_module: {model_config: {fcnet_hidens: [8]}}\n", [], {}, ["fcnet_hidens", "fcnet_hiddens"]),
-    "removed-rllib-key": (GOOD.replace("num_env_runners", "num_rollout_workers"), [], {}, ["num_rollout_workers", "num_env_runners"]),
-    "unknown-algorithm": (GOOD.replace("PPO", "TD4"), [], {}, ["unknown algorithm 'TD4'", "PPO", "SAC"]),
-    "unknown-environment": (GOOD.replace("HopperBulletEnv-v0", "HopperBulletEnv-v9"), [], {}, ["unknown environment 'HopperBulletEnv-v9'", "Did you mean 'HopperBulletEnv-v0'", "HumanoidBulletEnv-v0"]),
-    "wrong-type-number": (GOOD + "  lr: fast\n".replace("  lr", "training_lr"), [], {}, []),  # replaced below
-    "wrong-type-integer": (GOOD.replace("num_env_runners: 0", "num_env_runners: 1.5"), [], {}, ["num_env_runners' must be an integer", "1.5"]),
-    "wrong-type-bool": (GOOD, ["--set", "checkpoint.at_end=maybe"], {}, ["checkpoint.at_end' must be true/false", "maybe"]),
+    "misspelled-stop-key": (
+        GOOD.replace("iterations: 1", "timestemps_total: 1"),
+        [],
+        {},
+        ["timestemps_total", "Did you mean 'timesteps_total'"],
+    ),
+    "unknown-top-level-key": (
+        GOOD + "trainig: {lr: 0.1}\n",
+        [],
+        {},
+        ["unknown key 'trainig'", "Did you mean 'training'"],
+    ),
+    "misspelled-training-key": (
+        GOOD.replace("minibatch_size", "minibatch_sizes"),
+        [],
+        {},
+        ["'minibatch_sizes'", "Did you mean 'minibatch_size'"],
+    ),
+    "misspelled-model-key": (
+        GOOD + "rl_module: {model_config: {fcnet_hidens: [8]}}\n",
+        [],
+        {},
+        ["fcnet_hidens", "fcnet_hiddens"],
+    ),
+    "removed-rllib-key": (
+        GOOD.replace("num_env_runners", "num_rollout_workers"),
+        [],
+        {},
+        ["num_rollout_workers", "num_env_runners"],
+    ),
+    "unknown-algorithm": (
+        GOOD.replace("PPO", "TD4"),
+        [],
+        {},
+        ["unknown algorithm 'TD4'", "PPO", "SAC"],
+    ),
+    "unknown-environment": (
+        GOOD.replace("HopperBulletEnv-v0", "HopperBulletEnv-v9"),
+        [],
+        {},
+        [
+            "unknown environment 'HopperBulletEnv-v9'",
+            "Did you mean 'HopperBulletEnv-v0'",
+            "HumanoidBulletEnv-v0",
+        ],
+    ),
+    "wrong-type-number": (
+        GOOD + "  lr: fast\n".replace("  lr", "training_lr"),
+        [],
+        {},
+        [],
+    ),  # replaced below
+    "wrong-type-integer": (
+        GOOD.replace("num_env_runners: 0", "num_env_runners: 1.5"),
+        [],
+        {},
+        ["num_env_runners' must be an integer", "1.5"],
+    ),
+    "wrong-type-bool": (
+        GOOD,
+        ["--set", "checkpoint.at_end=maybe"],
+        {},
+        ["checkpoint.at_end' must be true/false", "maybe"],
+    ),
     "missing-stop": (GOOD.replace("stop: {iterations: 1}", ""), [], {}, ["'stop'", "never ends"]),
     "not-yaml": ("env: [unclosed\n", [], {}, ["not valid YAML"]),
     "malformed-set": (GOOD, ["--set", "training.lr"], {}, ["expected KEY.PATH=VALUE"]),
-    "rllib-inconsistent": (GOOD.replace("minibatch_size: 100", "minibatch_size: 1000"), [], {}, ["RLlib rejects", "minibatch_size"]),
-    "too-many-env-runners": (GOOD.replace("num_env_runners: 0", "num_env_runners: 8"), [], {}, ["needs 9 CPU(s)", "this machine has", "num_env_runners"]),
-    "gpu-not-available": (GOOD + "learners: {num_gpus_per_learner: 1}\n", [], {}, ["1 GPU(s)", "0 GPU(s)"]),
-    "slurm-allocation-too-small": (GOOD.replace("num_env_runners: 0", "num_env_runners: 2"), [], {"SLURM_JOB_ID": "42", "SLURM_CPUS_PER_TASK": "2"}, ["needs 3 CPU(s)", "Slurm allocation of job 42", "SLURM_CPUS_PER_TASK=2"]),
+    "rllib-inconsistent": (
+        GOOD.replace("minibatch_size: 100", "minibatch_size: 1000"),
+        [],
+        {},
+        ["RLlib rejects", "minibatch_size"],
+    ),
+    "too-many-env-runners": (
+        GOOD.replace("num_env_runners: 0", "num_env_runners: 8"),
+        [],
+        {},
+        ["needs 9 CPU(s)", "this machine has", "num_env_runners"],
+    ),
+    "gpu-not-available": (
+        GOOD + "learners: {num_gpus_per_learner: 1}\n",
+        [],
+        {},
+        ["1 GPU(s)", "0 GPU(s)"],
+    ),
+    "slurm-allocation-too-small": (
+        GOOD.replace("num_env_runners: 0", "num_env_runners: 2"),
+        [],
+        {"SLURM_JOB_ID": "42", "SLURM_CPUS_PER_TASK": "2"},
+        ["needs 3 CPU(s)", "Slurm allocation of job 42", "SLURM_CPUS_PER_TASK=2"],
+    ),
     "other-toolkit": (GOOD + "toolkit: unity\n", [], {}, ["toolkit 'unity'", "pybullet-envs"]),
 }
-CASES.update({
-    "discount-above-one": (GOOD.replace("minibatch_size: 100", "minibatch_size: 100, gamma: 1.5"), [], {}, ["'training.gamma' must be a discount factor, in [0, 1]", "1.5"]),
-    "soft-update-above-one": (GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""), ["--set", "training.tau=2"], {}, ["'training.tau'", "[0, 1]"]),
-    "negative-batch": (GOOD.replace("train_batch_size_per_learner: 200", "train_batch_size_per_learner: -5"), [], {}, ["train_batch_size_per_learner' must be a batch size, 1 or more", "-5"]),
-    "negative-env-runners": (GOOD.replace("num_env_runners: 0", "num_env_runners: -1"), [], {}, ["num_env_runners' must be", "0 or more"]),
-    "zero-learning-rate": (GOOD, ["--set", "training.lr=0"], {}, ["'training.lr' must be a learning rate, above 0"]),
-    "zero-capacity": (GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""), ["--set", "training.replay_buffer_config.capacity=0"], {}, ["replay_buffer_config.capacity", "1 or more"]),
-    "zero-unit-layer": (GOOD, ["--set", "rl_module.model_config.fcnet_hiddens=[64, 0]"], {}, ["fcnet_hiddens' must be a list of hidden-layer sizes", "[64, 0]"]),
-    "text-for-our-layers": (GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""), ["--set", "training.actor_hiddens=big"], {}, ["'training.actor_hiddens' must be a list", "'big'"]),
-    "rllib-setter-error": (GOOD, ["--set", "env_runners.rollout_fragment_length=0"], {}, ["rollout_fragment_length"]),
-    "duplicate-key": (GOOD + "checkpoint: {every: 1}\ncheckpoint: {every: 2}\n", [], {}, ["the key 'checkpoint' is given twice", "Keep one"]),
-    "name-escapes-results": (GOOD, ["--name", "../outside"], {}, ["not a valid experiment name", "'../outside'"]),
-    "name-with-separator": (GOOD + "name: runs/one\n", [], {}, ["not a valid experiment name", "'runs/one'"]),
-    "env-cannot-be-created": (GOOD, ["--set", "environment.env_config.no_such_option=1"], {}, ["'HopperBulletEnv-v0' of toolkit 'pybullet-envs' cannot be created", "no_such_option"]),
-})
-CASES["wrong-type-number"] = (GOOD.replace("minibatch_size: 100", "minibatch_size: 100, lr: fast"), [], {}, ["'training.lr' must be", "'fast'"])
+CASES.update(
+    {
+        "discount-above-one": (
+            GOOD.replace("minibatch_size: 100", "minibatch_size: 100, gamma: 1.5"),
+            [],
+            {},
+            ["'training.gamma' must be a discount factor, in [0, 1]", "1.5"],
+        ),
+        "soft-update-above-one": (
+            GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""),
+            ["--set", "training.tau=2"],
+            {},
+            ["'training.tau'", "[0, 1]"],
+        ),
+        "negative-batch": (
+            GOOD.replace("train_batch_size_per_learner: 200", "train_batch_size_per_learner: -5"),
+            [],
+            {},
+            ["train_batch_size_per_learner' must be a batch size, 1 or more", "-5"],
+        ),
+        "negative-env-runners": (
+            GOOD.replace("num_env_runners: 0", "num_env_runners: -1"),
+            [],
+            {},
+            ["num_env_runners' must be", "0 or more"],
+        ),
+        "zero-learning-rate": (
+            GOOD,
+            ["--set", "training.lr=0"],
+            {},
+            ["'training.lr' must be a learning rate, above 0"],
+        ),
+        "zero-capacity": (
+            GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""),
+            ["--set", "training.replay_buffer_config.capacity=0"],
+            {},
+            ["replay_buffer_config.capacity", "1 or more"],
+        ),
+        "zero-unit-layer": (
+            GOOD,
+            ["--set", "rl_module.model_config.fcnet_hiddens=[64, 0]"],
+            {},
+            ["fcnet_hiddens' must be a list of hidden-layer sizes", "[64, 0]"],
+        ),
+        "text-for-our-layers": (
+            GOOD.replace("algorithm: PPO", "algorithm: SAC").replace(", minibatch_size: 100", ""),
+            ["--set", "training.actor_hiddens=big"],
+            {},
+            ["'training.actor_hiddens' must be a list", "'big'"],
+        ),
+        "rllib-setter-error": (
+            GOOD,
+            ["--set", "env_runners.rollout_fragment_length=0"],
+            {},
+            ["rollout_fragment_length"],
+        ),
+        "duplicate-key": (
+            GOOD + "checkpoint: {every: 1}\ncheckpoint: {every: 2}\n",
+            [],
+            {},
+            ["the key 'checkpoint' is given twice", "Keep one"],
+        ),
+        "name-escapes-results": (
+            GOOD,
+            ["--name", "../outside"],
+            {},
+            ["not a valid experiment name", "'../outside'"],
+        ),
+        "name-with-separator": (
+            GOOD + "name: runs/one\n",
+            [],
+            {},
+            ["not a valid experiment name", "'runs/one'"],
+        ),
+        "env-cannot-be-created": (
+            GOOD,
+            ["--set", "environment.env_config.no_such_option=1"],
+            {},
+            ["'HopperBulletEnv-v0' of toolkit 'pybullet-envs' cannot be created", "no_such_option"],
+        ),
+    }
+)
+CASES["wrong-type-number"] = (
+    GOOD.replace("minibatch_size: 100", "minibatch_size: 100, lr: fast"),
+    [],
+    {},
+    ["'training.lr' must be", "'fast'"],
+)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -63,7 +209,9 @@ def test_bad_config_gives_its_message(case, train_bullet, tmp_path, capsys, monk
     config_file.write_text(textwrap.dedent(text))
     results = tmp_path / "results"
 
-    code = train_bullet.main(["--config", str(config_file), "--results-dir", str(results), *extra_args])
+    code = train_bullet.main(
+        ["--config", str(config_file), "--results-dir", str(results), *extra_args]
+    )
 
     err = capsys.readouterr().err
     assert code == 2, err
@@ -74,7 +222,9 @@ def test_bad_config_gives_its_message(case, train_bullet, tmp_path, capsys, monk
 
 
 def test_missing_config_file_lists_the_shipped_ones(train_bullet, tmp_path, capsys):
-    code = train_bullet.main(["--config", "trainings/pybullet-envs/sca.yaml", "--results-dir", str(tmp_path)])
+    code = train_bullet.main(
+        ["--config", "trainings/pybullet-envs/sca.yaml", "--results-dir", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "does not exist" in err and "trainings/pybullet-envs/sac.yaml" in err
@@ -101,7 +251,9 @@ def test_resume_of_nothing_says_so(train_bullet, tmp_path, capsys):
 
 
 def test_dry_run_prints_config_and_resources_and_starts_nothing(train_bullet, tmp_path, capsys):
-    code = train_bullet.main(["--results-dir", str(tmp_path), "--dry-run", "--set", "env_runners.num_env_runners=0"])
+    code = train_bullet.main(
+        ["--results-dir", str(tmp_path), "--dry-run", "--set", "env_runners.num_env_runners=0"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "algorithm: SAC" in out and "env: HumanoidBulletEnv-v0" in out
@@ -115,7 +267,9 @@ def test_dry_run_prints_config_and_resources_and_starts_nothing(train_bullet, tm
 def test_config_that_is_not_text(train_bullet, tmp_path, capsys):
     config_file = tmp_path / "experiment.yaml"
     config_file.write_bytes(bytes(range(256)))
-    code = train_bullet.main(["--config", str(config_file), "--results-dir", str(tmp_path / "results")])
+    code = train_bullet.main(
+        ["--config", str(config_file), "--results-dir", str(tmp_path / "results")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "is not a text file" in err, err
     assert not (tmp_path / "results").exists()

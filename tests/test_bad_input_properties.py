@@ -17,11 +17,22 @@ from hypothesis import strategies as st
 
 from ddrl import algorithms, config, value_ranges
 
-BASE = {"env": "HopperBulletEnv-v0", "algorithm": "SAC", "stop": {"iterations": 1},
-        "env_runners": {"num_env_runners": 0}}
-PPO_BASE = {**BASE, "algorithm": "PPO", "training": {"train_batch_size_per_learner": 200, "minibatch_size": 100}}
-NESTED = {"capacity": ("training", "replay_buffer_config"), "fcnet_hiddens": ("rl_module", "model_config"),
-          "head_fcnet_hiddens": ("rl_module", "model_config")}
+BASE = {
+    "env": "HopperBulletEnv-v0",
+    "algorithm": "SAC",
+    "stop": {"iterations": 1},
+    "env_runners": {"num_env_runners": 0},
+}
+PPO_BASE = {
+    **BASE,
+    "algorithm": "PPO",
+    "training": {"train_batch_size_per_learner": 200, "minibatch_size": 100},
+}
+NESTED = {
+    "capacity": ("training", "replay_buffer_config"),
+    "fcnet_hiddens": ("rl_module", "model_config"),
+    "head_fcnet_hiddens": ("rl_module", "model_config"),
+}
 
 
 def setting_paths(algorithm: str) -> dict[str, tuple[str, ...]]:
@@ -48,7 +59,13 @@ def rejected(key: str, value) -> bool:
     return False
 
 
-numbers = st.one_of(st.integers(-10**6, 10**6), st.floats(-1e6, 1e6, allow_nan=False), st.sampled_from([0, -1, 0.0, 1.0001, 2]))
+numbers = st.one_of(
+    st.integers(-(10**6), 10**6),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.sampled_from([0, -1, 0.0, 1.0001, 2]),
+)
+
+
 def reads_back_as_text(text: str) -> bool:
     try:
         return bool(text.strip()) and yaml.safe_load(text) == text
@@ -56,18 +73,27 @@ def reads_back_as_text(text: str) -> bool:
         return False
 
 
-wrong_types = st.one_of(st.text(min_size=1, max_size=8).filter(reads_back_as_text),
-                        st.lists(st.integers(-3, 3), max_size=2), st.dictionaries(st.sampled_from("abc"), st.integers(), max_size=1),
-                        st.booleans())
+wrong_types = st.one_of(
+    st.text(min_size=1, max_size=8).filter(reads_back_as_text),
+    st.lists(st.integers(-3, 3), max_size=2),
+    st.dictionaries(st.sampled_from("abc"), st.integers(), max_size=1),
+    st.booleans(),
+)
 
 
 @st.composite
 def out_of_range(draw):
     algorithm = draw(st.sampled_from(["SAC", "PPO"]))
     key = draw(st.sampled_from(sorted(PATHS[algorithm])))
-    value = draw(st.one_of(numbers, wrong_types, st.lists(st.integers(-5, 0), min_size=1, max_size=3)))
+    value = draw(
+        st.one_of(numbers, wrong_types, st.lists(st.integers(-5, 0), min_size=1, max_size=3))
+    )
     if not rejected(key, value):
-        value = -abs(value) - 1 if isinstance(value, (int, float)) and not isinstance(value, bool) else "not-a-value"
+        value = (
+            -abs(value) - 1
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else "not-a-value"
+        )
     if not rejected(key, value):  # e.g. a key whose every number is fine: fall back to a wrong type
         value = {"nested": "mapping"}
     return ("set", algorithm, ".".join(PATHS[algorithm][key]), value)
@@ -77,24 +103,30 @@ def misspell(draw, word: str) -> str:
     position = draw(st.integers(0, len(word) - 1))
     kind = draw(st.sampled_from(["drop", "double", "swap", "replace"]))
     if kind == "drop" and len(word) > 1:
-        return word[:position] + word[position + 1:]
+        return word[:position] + word[position + 1 :]
     if kind == "double":
         return word[:position] + word[position] + word[position:]
     if kind == "swap" and position < len(word) - 1:
-        return word[:position] + word[position + 1] + word[position] + word[position + 2:]
-    return word[:position] + draw(st.sampled_from("xqz_")) + word[position + 1:]
+        return word[:position] + word[position + 1] + word[position] + word[position + 2 :]
+    return word[:position] + draw(st.sampled_from("xqz_")) + word[position + 1 :]
 
 
 @st.composite
 def unknown_keys(draw):
     algorithm = draw(st.sampled_from(["SAC", "PPO"]))
-    where = draw(st.sampled_from(["top", "stop", "checkpoint", "tune", "training", "env_runners", "evaluation"]))
+    where = draw(
+        st.sampled_from(
+            ["top", "stop", "checkpoint", "tune", "training", "env_runners", "evaluation"]
+        )
+    )
     if where == "top":
         known = config.TOP_LEVEL_KEYS + config.RLLIB_GROUPS
     elif where == "stop":
         known = tuple(config.STOP_METRICS) + tuple(config.STOP_ALIASES)
     elif where in ("checkpoint", "tune"):
-        known = tuple((config.CHECKPOINT_DEFAULTS if where == "checkpoint" else config.TUNE_DEFAULTS))
+        known = tuple(
+            (config.CHECKPOINT_DEFAULTS if where == "checkpoint" else config.TUNE_DEFAULTS)
+        )
     else:
         defaults = algorithms.get_algorithm_class(algorithm).get_default_config()
         known = tuple(config._group_parameters(type(defaults), where))
@@ -109,7 +141,11 @@ def unknown_keys(draw):
 def broken_yaml(draw):
     good = yaml.safe_dump(BASE, sort_keys=False)
     cut = draw(st.integers(0, len(good)))
-    junk = draw(st.sampled_from(["[", "{", ": :", "\t- x", "key: [1, 2", "'unclosed", "a: b: c", "- [", "*alias"]))
+    junk = draw(
+        st.sampled_from(
+            ["[", "{", ": :", "\t- x", "key: [1, 2", "'unclosed", "a: b: c", "- [", "*alias"]
+        )
+    )
     return ("file", good[:cut] + junk + "\n" + good[cut:])
 
 
@@ -130,7 +166,12 @@ def main():
     return load_script(TRAIN_BULLET).main
 
 
-@settings(max_examples=240, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=240,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(bad=bad_inputs)
 def test_every_generated_bad_input_is_one_clear_line(bad, main, tmp_path_factory):
     work = tmp_path_factory.mktemp("bad")
@@ -139,7 +180,10 @@ def test_every_generated_bad_input_is_one_clear_line(bad, main, tmp_path_factory
     if bad[0] == "set":
         _, algorithm, path, value = bad
         config_file.write_text(yaml.safe_dump(PPO_BASE if algorithm == "PPO" else BASE))
-        argv = ["--set", f"{path}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"]
+        argv = [
+            "--set",
+            f"{path}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}",
+        ]
     elif bad[0] == "file":
         config_file.write_text(bad[1])
     else:
@@ -160,6 +204,13 @@ def test_every_generated_bad_input_is_one_clear_line(bad, main, tmp_path_factory
 
 def test_the_schema_paths_reach_both_algorithms_settings():
     """The generator draws from these: RLlib's groups and ours, for SAC and PPO."""
-    assert set(PATHS["SAC"]) >= {"gamma", "tau", "actor_hiddens", "capacity", "num_env_runners", "initial_alpha"}
+    assert set(PATHS["SAC"]) >= {
+        "gamma",
+        "tau",
+        "actor_hiddens",
+        "capacity",
+        "num_env_runners",
+        "initial_alpha",
+    }
     assert set(PATHS["PPO"]) >= {"lambda_", "lr", "fcnet_hiddens", "minibatch_size", "clip_param"}
     assert PATHS["SAC"]["capacity"] == ("training", "replay_buffer_config", "capacity")

@@ -3,8 +3,8 @@ speed is measured by the benchmark, not by timed tests)."""
 
 import pandas as pd
 import pytest
-
 from conftest import CTE_POWER, run_script
+
 from ddrl import config
 from ddrl.paths import TRAININGS_DIR
 
@@ -14,9 +14,28 @@ pytestmark = pytest.mark.slow
 def test_throughput_benchmark_writes_every_measure(tmp_path):
     output = tmp_path / "bench.csv"
     proc = run_script(
-        CTE_POWER / "scripts" / "bench" / "throughput.py", "--algorithms", "SAC", "--rounds", "1", "--sampling-rounds", "2", "--seconds", "0.5", "--sampling-steps", "200",
-        "--reference-steps", "20", "--set", "training.actor_hiddens=[32]", "--set", "training.critic_hiddens=[32]",
-        "--set", "reporting.min_sample_timesteps_per_iteration=64", "--output", output, timeout=400,
+        CTE_POWER / "scripts" / "bench" / "throughput.py",
+        "--algorithms",
+        "SAC",
+        "--rounds",
+        "1",
+        "--sampling-rounds",
+        "2",
+        "--seconds",
+        "0.5",
+        "--sampling-steps",
+        "200",
+        "--reference-steps",
+        "20",
+        "--set",
+        "training.actor_hiddens=[32]",
+        "--set",
+        "training.critic_hiddens=[32]",
+        "--set",
+        "reporting.min_sample_timesteps_per_iteration=64",
+        "--output",
+        output,
+        timeout=400,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = pd.read_csv(output)
@@ -27,7 +46,9 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     assert measures[1].startswith(f"raw env, random actions, 1 process, {envs} envs")
     sampling = table[table["measure"].str.startswith(f"sampling, 1 env runner x {envs} envs")]
     assert len(sampling) == 2 and sampling["ratio"].gt(0).all()
-    assert sampling["target"].tolist()[1] == 0.9 and sampling["measure"].tolist()[1].endswith(f"against its {envs} envs")
+    assert sampling["target"].tolist()[1] == 0.9 and sampling["measure"].tolist()[1].endswith(
+        f"against its {envs} envs"
+    )
     assert any(m.startswith("SAC plain-PyTorch reference") for m in measures)
     assert any(m.startswith("SAC end to end") for m in measures)
     assert any(m.startswith("SAC peak memory") for m in measures)
@@ -51,12 +72,15 @@ def test_interleave_brackets_each_round_with_its_limit():
         def run():
             order.append(name)
             return next(speeds), 1.0
+
         return run
 
     rounds = benchmarks.interleave({"limit": workload("limit"), "measure": workload("measure")}, 3)
     assert order == ["limit", "measure"] * 3 + ["limit"]
     assert rounds.rates == {"limit": [100, 60, 40, 200], "measure": [90, 45, 190]}
-    assert rounds.rate("limit") == pytest.approx(400 / 4) and rounds.rate("measure") == pytest.approx(325 / 3)
+    assert rounds.rate("limit") == pytest.approx(400 / 4) and rounds.rate(
+        "measure"
+    ) == pytest.approx(325 / 3)
     # each measure round against the mean of the limit rounds around it
     assert rounds.ratios("measure", "limit") == pytest.approx([90 / 80, 45 / 50, 190 / 120])
     assert rounds.ratio("measure", "limit") == pytest.approx(90 / 80)  # the median

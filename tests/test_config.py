@@ -8,7 +8,8 @@ import pytest
 
 from ddrl import config, environments
 from ddrl.errors import UserError
-from ddrl.paths import CTE_POWER_DIR as CTE_POWER, TRAININGS_DIR
+from ddrl.paths import CTE_POWER_DIR as CTE_POWER
+from ddrl.paths import TRAININGS_DIR
 
 SHIPPED = sorted(TRAININGS_DIR.glob("*/*.yaml"))
 JOBS = sorted((CTE_POWER / "jobs").glob("*/*.sh"))
@@ -27,10 +28,20 @@ def test_shipped_configs_validate(path):
 
 
 def test_thesis_hyperparameters_reach_rllib():
-    sac = config.build_algorithm_config(config.load_experiment(TRAININGS_DIR / "pybullet-envs/sac.yaml", "pybullet-envs"))
-    assert (sac.tau, sac.actor_lr, sac.critic_lr, sac.gamma, sac.initial_alpha) == (0.005, 0.001, 0.001, 0.99, 1.0)
+    sac = config.build_algorithm_config(
+        config.load_experiment(TRAININGS_DIR / "pybullet-envs/sac.yaml", "pybullet-envs")
+    )
+    assert (sac.tau, sac.actor_lr, sac.critic_lr, sac.gamma, sac.initial_alpha) == (
+        0.005,
+        0.001,
+        0.001,
+        0.99,
+        1.0,
+    )
     assert sac.train_batch_size_per_learner == 256
-    ppo = config.build_algorithm_config(config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs"))
+    ppo = config.build_algorithm_config(
+        config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs")
+    )
     assert (ppo.lambda_, ppo.lr, ppo.gamma, ppo.clip_param) == (1.0, 0.0005, 0.99, 0.3)
     assert (ppo.train_batch_size_per_learner, ppo.minibatch_size) == (4000, 256)
 
@@ -39,7 +50,11 @@ def test_overrides_are_read_as_yaml_and_reach_rllib():
     experiment = config.load_experiment(
         TRAININGS_DIR / "pybullet-envs/sac.yaml",
         "pybullet-envs",
-        ["training.actor_lr=1e-4", "stop.env_steps=5000", "rl_module.model_config.fcnet_hiddens=[64, 64]"],
+        [
+            "training.actor_lr=1e-4",
+            "stop.env_steps=5000",
+            "rl_module.model_config.fcnet_hiddens=[64, 64]",
+        ],
     )
     assert experiment.stop["env_steps"] == 5000
     algo_config = config.build_algorithm_config(experiment)
@@ -48,7 +63,11 @@ def test_overrides_are_read_as_yaml_and_reach_rllib():
 
 
 def test_stop_aliases_from_the_thesis_are_normalised():
-    raw = {"env": "HopperBulletEnv-v0", "algorithm": "ppo", "stop": {"timesteps_total": 10, "episode_reward_mean": 5}}
+    raw = {
+        "env": "HopperBulletEnv-v0",
+        "algorithm": "ppo",
+        "stop": {"timesteps_total": 10, "episode_reward_mean": 5},
+    }
     experiment = config.validate(raw, "pybullet-envs")
     assert experiment.algorithm == "PPO"
     assert experiment.stop == {"env_steps": 10, "mean_return": 5}
@@ -100,9 +119,17 @@ def test_job_files_name_existing_scripts_and_configs(job):
         return  # a library sourced by jobs (distributed/ray-cluster.sh)
     # Slurm opens --output relative to the submit directory: only a bare file name exists wherever
     # sbatch is run; jobs/env.sh then moves the log to jobs/out/ (test_slurm submits from elsewhere)
-    assert "#SBATCH --job-name=" in text and "#SBATCH --output=slurm-%x-" in text and "--error" not in text
-    assert "source \"$dir/jobs/env.sh\"" in text and "Command=" in text, "finds cte-power/ from any submit dir"
+    assert (
+        "#SBATCH --job-name=" in text
+        and "#SBATCH --output=slurm-%x-" in text
+        and "--error" not in text
+    )
+    assert 'source "$dir/jobs/env.sh"' in text and "Command=" in text, (
+        "finds cte-power/ from any submit dir"
+    )
     named = re.findall(r"\b((?:scripts|trainings)/[\w./-]+\.(?:py|yaml))", text)
     assert named, "a job runs a train script or a sweep of a config"
     for relative in named:
-        assert (CTE_POWER / relative).is_file(), f"{job.name} names {relative}, which does not exist"
+        assert (CTE_POWER / relative).is_file(), (
+            f"{job.name} names {relative}, which does not exist"
+        )

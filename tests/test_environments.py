@@ -30,7 +30,9 @@ def test_make_env_builds_real_humanoid_physics():
 
 
 def test_env_config_reaches_gym_make():
-    env = environments.make_env("pybullet-envs", "InvertedPendulumBulletEnv-v0", {"render_mode": "rgb_array"})
+    env = environments.make_env(
+        "pybullet-envs", "InvertedPendulumBulletEnv-v0", {"render_mode": "rgb_array"}
+    )
     try:
         assert env.render_mode == "rgb_array"
     finally:
@@ -45,14 +47,18 @@ def test_unknown_toolkit_and_environment():
 
 
 def test_missing_toolkit_package_says_how_to_install():
-    toolkit = environments.Toolkit("fake", "not_an_installed_module_xyz", "fake_marker", "pip install fake-toolkit")
+    toolkit = environments.Toolkit(
+        "fake", "not_an_installed_module_xyz", "fake_marker", "pip install fake-toolkit"
+    )
     with pytest.raises(UserError, match="pip install fake-toolkit"):
         toolkit.env_ids()
 
 
 def test_toolkits_are_imported_lazily():
     code = "import sys, ddrl.environments, ddrl.config, ddrl.training; print('pybullet' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "False"
 
 

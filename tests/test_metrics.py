@@ -40,38 +40,63 @@ class CountingEnv(gym.Env):
 def local_ray(tmp_path_factory):
     from ray.tune import register_env
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")))
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+    )
     register_env(COUNTING_ENV, lambda cfg: CountingEnv(cfg))
     yield
     ray.shutdown()
 
 
 def build(algorithm: str, rllib: dict):
-    experiment = config.Experiment(toolkit="gym", env=COUNTING_ENV, algorithm=algorithm, stop={"iterations": 1}, rllib=rllib)
+    experiment = config.Experiment(
+        toolkit="gym", env=COUNTING_ENV, algorithm=algorithm, stop={"iterations": 1}, rllib=rllib
+    )
     return config.build_algorithm_config(experiment).build_algo()
 
 
 SMALL = {
-    "PPO": {"training": {"train_batch_size_per_learner": 200, "minibatch_size": 50, "num_epochs": 1},
-            "rl_module": {"model_config": {"fcnet_hiddens": [8]}}},
-    "RLlibPPO": {"training": {"train_batch_size_per_learner": 200, "minibatch_size": 50, "num_epochs": 1},
-                 "rl_module": {"model_config": {"fcnet_hiddens": [8]}}},
-    "SAC": {"training": {"actor_hiddens": [8], "critic_hiddens": [8], "train_batch_size_per_learner": 16,
-                         "num_steps_sampled_before_learning_starts": 50},
-            "reporting": {"min_sample_timesteps_per_iteration": 200}},
+    "PPO": {
+        "training": {"train_batch_size_per_learner": 200, "minibatch_size": 50, "num_epochs": 1},
+        "rl_module": {"model_config": {"fcnet_hiddens": [8]}},
+    },
+    "RLlibPPO": {
+        "training": {"train_batch_size_per_learner": 200, "minibatch_size": 50, "num_epochs": 1},
+        "rl_module": {"model_config": {"fcnet_hiddens": [8]}},
+    },
+    "SAC": {
+        "training": {
+            "actor_hiddens": [8],
+            "critic_hiddens": [8],
+            "train_batch_size_per_learner": 16,
+            "num_steps_sampled_before_learning_starts": 50,
+        },
+        "reporting": {"min_sample_timesteps_per_iteration": 200},
+    },
 }
 
 
 @pytest.mark.parametrize("algorithm", ["PPO", "RLlibPPO", "SAC"])
 def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algorithm):
     window = 30
-    rllib = {**SMALL[algorithm], "env_runners": {"num_env_runners": 0}, "reporting": {
-        **SMALL[algorithm].get("reporting", {}), "metrics_num_episodes_for_smoothing": window}}
+    rllib = {
+        **SMALL[algorithm],
+        "env_runners": {"num_env_runners": 0},
+        "reporting": {
+            **SMALL[algorithm].get("reporting", {}),
+            "metrics_num_episodes_for_smoothing": window,
+        },
+    }
     algo = build(algorithm, rllib)
     try:
         for _ in range(5):
             result = algo.train()
-            finished = int(result["num_env_steps_sampled_lifetime"]) // EPISODE_LENGTH  # episodes 0..finished-1
+            finished = (
+                int(result["num_env_steps_sampled_lifetime"]) // EPISODE_LENGTH
+            )  # episodes 0..finished-1
             expected = np.mean(np.arange(max(0, finished - window), finished))
             runners = result["env_runners"]
             assert runners["episode_return_mean"] == pytest.approx(expected), (finished, runners)
@@ -82,16 +107,27 @@ def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algo
 
 
 def test_evaluation_return_is_the_mean_of_its_round_and_a_stop_key(local_ray):
-    rllib = {**SMALL["PPO"], "env_runners": {"num_env_runners": 0},
-             "evaluation": {"evaluation_interval": 1, "evaluation_duration": 3, "evaluation_duration_unit": "episodes",
-                            "evaluation_num_env_runners": 0}}
+    rllib = {
+        **SMALL["PPO"],
+        "env_runners": {"num_env_runners": 0},
+        "evaluation": {
+            "evaluation_interval": 1,
+            "evaluation_duration": 3,
+            "evaluation_duration_unit": "episodes",
+            "evaluation_num_env_runners": 0,
+        },
+    }
     algo = build("PPO", rllib)
     try:
         for round_index in range(2):
             result = algo.train()
             # the evaluation env's episodes 3r, 3r+1, 3r+2
-            assert config.result_value(result, config.STOP_METRICS["eval_return"]) == pytest.approx(3 * round_index + 1)
+            assert config.result_value(result, config.STOP_METRICS["eval_return"]) == pytest.approx(
+                3 * round_index + 1
+            )
     finally:
         algo.stop()
-    stop = config.validate({"env": "Pendulum-v1", "algorithm": "PPO", "stop": {"eval_return": -200}}, "gym").stop
+    stop = config.validate(
+        {"env": "Pendulum-v1", "algorithm": "PPO", "stop": {"eval_return": -200}}, "gym"
+    ).stop
     assert stop == {"eval_return": -200}

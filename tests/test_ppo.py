@@ -23,7 +23,9 @@ def weights(learner) -> list[torch.Tensor]:
 
 def apply_to_both(ours, theirs, gradients: list[torch.Tensor]) -> None:
     for learner in (ours, theirs):
-        learner.apply_gradients({pid: grad.clone() for pid, grad in zip(learner._params, gradients)})
+        learner.apply_gradients(
+            {pid: grad.clone() for pid, grad in zip(learner._params, gradients)}
+        )
 
 
 @pytest.fixture
@@ -38,9 +40,13 @@ def test_finite_gradients_step_exactly_as_rllibs_learner(learners):
     before = weights(ours)
     generator = torch.Generator().manual_seed(1)
     for _ in range(3):
-        apply_to_both(ours, theirs, [torch.randn(p.shape, generator=generator) for p in ours._params.values()])
+        apply_to_both(
+            ours, theirs, [torch.randn(p.shape, generator=generator) for p in ours._params.values()]
+        )
     assert all(torch.equal(a, b) for a, b in zip(weights(ours), weights(theirs)))
-    assert not all(torch.equal(a, b) for a, b in zip(weights(ours), before)), "no optimizer step was taken"
+    assert not all(torch.equal(a, b) for a, b in zip(weights(ours), before)), (
+        "no optimizer step was taken"
+    )
 
 
 def test_nan_and_inf_gradients_get_rllibs_treatment(learners, caplog):
@@ -53,7 +59,9 @@ def test_nan_and_inf_gradients_get_rllibs_treatment(learners, caplog):
     after = weights(ours)
     assert all(torch.isfinite(w).all() for w in after)
     assert all(torch.equal(a, b) for a, b in zip(after, weights(theirs)))
-    assert sum("contain `nan/inf` values" in r.getMessage() for r in caplog.records) == 4  # 2 per learner
+    assert (
+        sum("contain `nan/inf` values" in r.getMessage() for r in caplog.records) == 4
+    )  # 2 per learner
 
 
 def test_algorithm_ppo_is_ours_and_rllibs_stays_available():

@@ -29,7 +29,10 @@ def test_slurm_wins_over_the_machine():
     assert granted.cpus == 1
 
 
-@pytest.mark.parametrize("runners,learners,gpus_per_learner,cpus,gpus", [(0, 0, 0, 1, 0), (3, 0, 0, 4, 0), (2, 2, 1, 3, 2)])
+@pytest.mark.parametrize(
+    "runners,learners,gpus_per_learner,cpus,gpus",
+    [(0, 0, 0, 1, 0), (3, 0, 0, 4, 0), (2, 2, 1, 3, 2)],
+)
 def test_required_resources_come_from_rllib(runners, learners, gpus_per_learner, cpus, gpus):
     raw = {
         "env": "HopperBulletEnv-v0",

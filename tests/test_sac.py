@@ -17,8 +17,16 @@ OBS, ACT = gym.spaces.Box(-1, 1, (5,), np.float32), gym.spaces.Box(-2, 2, (3,), 
 
 
 def make_module(**model_config):
-    settings = {"actor_hiddens": [16], "critic_hiddens": [16], "hidden_activation": "relu", "twin_q": True, "initial_alpha": 0.5}
-    return SACTorchRLModule(observation_space=OBS, action_space=ACT, model_config={**settings, **model_config})
+    settings = {
+        "actor_hiddens": [16],
+        "critic_hiddens": [16],
+        "hidden_activation": "relu",
+        "twin_q": True,
+        "initial_alpha": 0.5,
+    }
+    return SACTorchRLModule(
+        observation_space=OBS, action_space=ACT, model_config={**settings, **model_config}
+    )
 
 
 def test_log_probability_is_the_tanh_gaussian_density():
@@ -27,7 +35,8 @@ def test_log_probability_is_the_tanh_gaussian_density():
     actions, logp = module.sample_actions(obs, torch.Generator().manual_seed(0))
     mean, log_std = module.mean_and_log_std(obs)
     dist = torch.distributions.TransformedDistribution(
-        torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform(cache_size=1)]
+        torch.distributions.Normal(mean, log_std.exp()),
+        [torch.distributions.TanhTransform(cache_size=1)],
     )
     expected = dist.log_prob(actions.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1)
     assert actions.abs().max() <= 1
@@ -37,16 +46,29 @@ def test_log_probability_is_the_tanh_gaussian_density():
 def test_inference_is_deterministic_and_exploration_is_not():
     module = make_module()
     batch = {"obs": torch.randn(4, 5)}
-    first, second = module.forward_inference(batch)["actions"], module.forward_inference(batch)["actions"]
+    first, second = (
+        module.forward_inference(batch)["actions"],
+        module.forward_inference(batch)["actions"],
+    )
     torch.testing.assert_close(first, second)
-    assert not torch.equal(module.forward_exploration(batch)["actions"], module.forward_exploration(batch)["actions"])
+    assert not torch.equal(
+        module.forward_exploration(batch)["actions"], module.forward_exploration(batch)["actions"]
+    )
     assert module.log_alpha.exp().item() == pytest.approx(0.5)
 
 
 def test_inference_only_module_has_no_critics_or_temperature():
     module = SACTorchRLModule(
-        observation_space=OBS, action_space=ACT, inference_only=True,
-        model_config={"actor_hiddens": [16], "critic_hiddens": [16], "hidden_activation": "relu", "twin_q": True, "initial_alpha": 1.0},
+        observation_space=OBS,
+        action_space=ACT,
+        inference_only=True,
+        model_config={
+            "actor_hiddens": [16],
+            "critic_hiddens": [16],
+            "hidden_activation": "relu",
+            "twin_q": True,
+            "initial_alpha": 1.0,
+        },
     )
     assert not hasattr(module, "critics") and not hasattr(module, "log_alpha")
 
@@ -58,7 +80,9 @@ def test_target_entropy_auto_is_minus_the_action_dimension():
 
 def test_sac_is_ours_and_rllib_sac_stays_available():
     assert algorithms.get_algorithm_class("SAC").__module__ == "ddrl.sac.algorithm"
-    assert algorithms.get_algorithm_class("rllibsac").__module__.startswith("ray.rllib.algorithms.sac")
+    assert algorithms.get_algorithm_class("rllibsac").__module__.startswith(
+        "ray.rllib.algorithms.sac"
+    )
 
 
 def test_shipped_sac_config_has_the_thesis_network_sizes():
@@ -71,14 +95,19 @@ def test_shipped_sac_config_has_the_thesis_network_sizes():
     assert model["actor_hiddens"] == [512, 512] and model["critic_hiddens"] == [256, 256]
 
 
-@pytest.mark.parametrize("setting,message", [
-    ({"n_step": 3}, "n_step"),
-    ({"updates_per_env_step": 0}, "updates_per_env_step"),
-    ({"actor_lr": [[0, 1e-3], [100, 1e-4]]}, "actor_lr"),
-])
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        ({"n_step": 3}, "n_step"),
+        ({"updates_per_env_step": 0}, "updates_per_env_step"),
+        ({"actor_lr": [[0, 1e-3], [100, 1e-4]]}, "actor_lr"),
+    ],
+)
 def test_unsupported_settings_are_refused(setting, message):
     with pytest.raises(ValueError, match=message):
-        SACConfig().environment(observation_space=OBS, action_space=ACT).training(**setting).validate()
+        SACConfig().environment(observation_space=OBS, action_space=ACT).training(
+            **setting
+        ).validate()
 
 
 def test_lean_update_learns_a_one_step_task():
@@ -86,9 +115,19 @@ def test_lean_update_learns_a_one_step_task():
     temperature must fall as the policy narrows. The learner alone, no Ray cluster."""
     algo_config = (
         SACConfig()
-        .environment(observation_space=gym.spaces.Box(-1, 1, (1,), np.float32), action_space=gym.spaces.Box(-1, 1, (1,), np.float32))
-        .training(actor_hiddens=[32], critic_hiddens=[32], train_batch_size_per_learner=64, actor_lr=3e-3, critic_lr=3e-3,
-                  alpha_lr=3e-3, initial_alpha=0.2)
+        .environment(
+            observation_space=gym.spaces.Box(-1, 1, (1,), np.float32),
+            action_space=gym.spaces.Box(-1, 1, (1,), np.float32),
+        )
+        .training(
+            actor_hiddens=[32],
+            critic_hiddens=[32],
+            train_batch_size_per_learner=64,
+            actor_lr=3e-3,
+            critic_lr=3e-3,
+            alpha_lr=3e-3,
+            initial_alpha=0.2,
+        )
         .env_runners(num_env_runners=0)
         .debugging(seed=0)
     )
@@ -98,8 +137,13 @@ def test_lean_update_learns_a_one_step_task():
     rng = np.random.default_rng(0)
     obs = np.zeros((2048, 1), np.float32)
     actions = rng.uniform(-1, 1, (2048, 1)).astype(np.float32)
-    transitions = {"obs": obs, "actions": actions, "rewards": -(actions[:, 0] - 0.5) ** 2, "next_obs": obs,
-                   "terminateds": np.ones(2048, np.float32)}
+    transitions = {
+        "obs": obs,
+        "actions": actions,
+        "rewards": -((actions[:, 0] - 0.5) ** 2),
+        "next_obs": obs,
+        "terminateds": np.ones(2048, np.float32),
+    }
     first = learner.lean_update(transitions, num_updates=10)
     try:
         for _ in range(20):

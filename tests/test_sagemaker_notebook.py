@@ -5,7 +5,6 @@ import json
 import tarfile
 
 import pytest
-
 from sagemaker_support import NOTEBOOK, PIPELINE, TINY, TINY_VIDEO, free_port
 
 pytestmark = pytest.mark.slow

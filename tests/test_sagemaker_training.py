@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sagemaker_support import (
     TINY,
     TINY_VIDEO,
@@ -22,6 +21,7 @@ from sagemaker_support import (
     run_hosts,
     stage_job,
 )
+
 from sagemaker_rl import metrics
 
 pytestmark = pytest.mark.slow
@@ -171,7 +171,13 @@ def test_ppo_job_interrupted_by_spot_resumes_from_checkpoints_and_leaves_every_a
 def test_sac_and_td3_entry_points_train_under_the_container_contract(tmp_path):
     jobs = {}
     for algorithm in ("sac", "td3"):  # both at once: most of each run is starting Ray
-        hyperparameters = {**TINY[algorithm], **TINY_VIDEO, "stop__iterations": 2, "checkpoint__every": 1, "video_every": 0}
+        hyperparameters = {
+            **TINY[algorithm],
+            **TINY_VIDEO,
+            "stop__iterations": 2,
+            "checkpoint__every": 1,
+            "video_every": 0,
+        }
         script = f"train-humanoid-{algorithm}.py"
         contract = stage_job(tmp_path / algorithm / "opt-ml", script, hyperparameters)
         jobs[algorithm] = (contract, script, hyperparameters, container_env(contract, num_cpus=1))
@@ -205,9 +211,18 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
     }
     hosts = {}
     for host in ("algo-1", "algo-2"):
-        contract = stage_job(tmp_path / host / "opt-ml", "train-humanoid-ppo.py", hyperparameters,
-                             hosts=["algo-1", "algo-2"], current_host=host)
-        env = {**container_env(contract, num_cpus=1), **extra, "TRAINING_JOB_NAME": "test-two-hosts"}
+        contract = stage_job(
+            tmp_path / host / "opt-ml",
+            "train-humanoid-ppo.py",
+            hyperparameters,
+            hosts=["algo-1", "algo-2"],
+            current_host=host,
+        )
+        env = {
+            **container_env(contract, num_cpus=1),
+            **extra,
+            "TRAINING_JOB_NAME": "test-two-hosts",
+        }
         hosts[host] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
     finished = run_hosts(hosts)
     for host, (returncode, output) in finished.items():
@@ -269,8 +284,12 @@ def test_heterogeneous_secondary_job_joins_the_primary_through_the_rendezvous(tm
     hosts = {}
     for role, (hyperparameters, ip) in jobs.items():
         contract = stage_job(tmp_path / role / "opt-ml", "train-humanoid-ppo.py", hyperparameters)
-        env = {**container_env(contract, num_cpus=1), **base_env, "DDRL_SM_HOST_IPS": f"algo-1={ip}",
-               "TRAINING_JOB_NAME": f"test-{role}"}
+        env = {
+            **container_env(contract, num_cpus=1),
+            **base_env,
+            "DDRL_SM_HOST_IPS": f"algo-1={ip}",
+            "TRAINING_JOB_NAME": f"test-{role}",
+        }
         hosts[role] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
     finished = run_hosts(hosts)
     for role, (returncode, output) in finished.items():

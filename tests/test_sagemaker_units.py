@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from sagemaker_support import (
     PIPELINE,
     REPO,
@@ -18,11 +17,11 @@ from sagemaker_support import (
     run_entry_point,
     stage_job,
 )
+
+from ddrl.errors import UserError
 from sagemaker_rl import hyperparameters as hp
 from sagemaker_rl import metrics, pipeline
 from sagemaker_rl.contract import resolve_host, write_contract
-
-from ddrl.errors import UserError
 
 
 # ------------------------------------------------------------------------------ hyperparameters

@@ -4,21 +4,31 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from ray.rllib.core.columns import Columns
 
+from ddrl.replay import TransitionBuffer
 from ddrl.td3 import DDPGConfig, TD3Config
 from ddrl.td3.learner import smoothed_target_actions, soft_update, td_targets
-from ddrl.replay import TransitionBuffer
 from ddrl.td3.rl_module import TD3TorchRLModule
-
-from ray.rllib.core.columns import Columns
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
-MODEL = {"actor_hiddens": [16], "critic_hiddens": [16], "hidden_activation": "relu", "exploration_noise": 0.1, "twin_q": True}
+MODEL = {
+    "actor_hiddens": [16],
+    "critic_hiddens": [16],
+    "hidden_activation": "relu",
+    "exploration_noise": 0.1,
+    "twin_q": True,
+}
 
 
 def make_module(**overrides) -> TD3TorchRLModule:
-    return TD3TorchRLModule(observation_space=OBS, action_space=ACT, model_config={**MODEL, **overrides}, inference_only=False)
+    return TD3TorchRLModule(
+        observation_space=OBS,
+        action_space=ACT,
+        model_config={**MODEL, **overrides},
+        inference_only=False,
+    )
 
 
 def constant(critic: torch.nn.Module, value: float) -> None:
@@ -31,8 +41,11 @@ def constant(critic: torch.nn.Module, value: float) -> None:
 def random_transitions(n: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     return {
-        "obs": rng.normal(size=(n, 3)), "actions": rng.uniform(-1, 1, size=(n, 2)), "rewards": rng.normal(size=n),
-        "next_obs": rng.normal(size=(n, 3)), "terminateds": np.zeros(n),
+        "obs": rng.normal(size=(n, 3)),
+        "actions": rng.uniform(-1, 1, size=(n, 2)),
+        "rewards": rng.normal(size=n),
+        "next_obs": rng.normal(size=(n, 3)),
+        "terminateds": np.zeros(n),
     }
 
 
@@ -40,7 +53,9 @@ def test_smoothing_noise_is_clipped_and_actions_stay_in_bounds():
     generator = torch.Generator().manual_seed(0)
     zeros = torch.zeros(10_000, 2)
     smoothed = smoothed_target_actions(zeros, noise_std=10.0, noise_clip=0.5, generator=generator)
-    assert smoothed.abs().max() <= 0.5 and smoothed.abs().max() > 0.49  # clipped, and noise was large
+    assert (
+        smoothed.abs().max() <= 0.5 and smoothed.abs().max() > 0.49
+    )  # clipped, and noise was large
     near_bound = smoothed_target_actions(torch.full((10_000, 2), 0.9), 10.0, 0.5, generator)
     assert near_bound.max() <= 1.0 and near_bound.min() >= 0.4 - 1e-6
     assert (near_bound == 1.0).any(), "actions are clipped to the bound"
@@ -51,13 +66,21 @@ def test_target_uses_the_minimum_of_the_twin_target_critics():
     module = make_module()
     constant(module.target_critics[0], 5.0)
     constant(module.target_critics[1], 3.0)
-    batch = {"rewards": torch.tensor([1.0, 1.0]), "terminateds": torch.tensor([0.0, 1.0]), "next_obs": torch.zeros(2, 3)}
+    batch = {
+        "rewards": torch.tensor([1.0, 1.0]),
+        "terminateds": torch.tensor([0.0, 1.0]),
+        "next_obs": torch.zeros(2, 3),
+    }
     targets = td_targets(module, batch, gamma=0.9, noise_std=0.2, noise_clip=0.5)
-    assert torch.allclose(targets, torch.tensor([1.0 + 0.9 * 3.0, 1.0]))  # min(5, 3); no bootstrap at a terminal
+    assert torch.allclose(
+        targets, torch.tensor([1.0 + 0.9 * 3.0, 1.0])
+    )  # min(5, 3); no bootstrap at a terminal
     single = make_module(twin_q=False)
     constant(single.target_critics[0], 5.0)
     assert len(single.critics) == 1
-    assert torch.allclose(td_targets(single, batch, 0.9, 0.0, 0.5), torch.tensor([1.0 + 0.9 * 5.0, 1.0]))
+    assert torch.allclose(
+        td_targets(single, batch, 0.9, 0.0, 0.5), torch.tensor([1.0 + 0.9 * 5.0, 1.0])
+    )
 
 
 def test_soft_update_moves_targets_by_tau():
@@ -106,8 +129,11 @@ def build_learner(config):
 def random_transitions_for_pendulum(n):
     rng = np.random.default_rng(0)
     return {
-        "obs": rng.normal(size=(n, 3)), "actions": rng.uniform(-1, 1, size=(n, 1)), "rewards": rng.normal(size=n),
-        "next_obs": rng.normal(size=(n, 3)), "terminateds": np.zeros(n),
+        "obs": rng.normal(size=(n, 3)),
+        "actions": rng.uniform(-1, 1, size=(n, 1)),
+        "rewards": rng.normal(size=n),
+        "next_obs": rng.normal(size=(n, 3)),
+        "terminateds": np.zeros(n),
     }
 
 
@@ -116,14 +142,21 @@ def params(module_part):
 
 
 def test_actor_and_targets_update_once_every_policy_delay_critic_updates():
-    config = TD3Config().training(
-        policy_delay=3, train_batch_size_per_learner=16, actor_hiddens=[8], critic_hiddens=[8]
-    ).debugging(seed=0)
+    config = (
+        TD3Config()
+        .training(
+            policy_delay=3, train_batch_size_per_learner=16, actor_hiddens=[8], critic_hiddens=[8]
+        )
+        .debugging(seed=0)
+    )
     learner = build_learner(config)
     module = learner.td3_module
     for update in range(1, 7):
         actor, critic, target_actor, target_critics = (
-            params(module.actor), params(module.critics), params(module.target_actor), params(module.target_critics)
+            params(module.actor),
+            params(module.critics),
+            params(module.target_actor),
+            params(module.target_critics),
         )
         stats = learner.lean_update(None, num_updates=1)
         assert not torch.equal(critic, params(module.critics)), "the critics learn every update"
@@ -138,7 +171,9 @@ def test_actor_and_targets_update_once_every_policy_delay_critic_updates():
 def test_ddpg_is_one_critic_no_smoothing_no_delay():
     config = DDPGConfig()
     assert (config.twin_q, config.target_noise, config.policy_delay) == (False, 0.0, 1)
-    learner = build_learner(config.training(train_batch_size_per_learner=16, actor_hiddens=[8], critic_hiddens=[8]))
+    learner = build_learner(
+        config.training(train_batch_size_per_learner=16, actor_hiddens=[8], critic_hiddens=[8])
+    )
     assert len(learner.td3_module.critics) == 1
     assert learner.lean_update(None, num_updates=4)["num_actor_updates_lifetime"] == 4
 
@@ -165,9 +200,15 @@ def test_save_restore_gives_identical_deterministic_actions(local_ray, tmp_path)
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     config = (
-        TD3Config().environment("Pendulum-v1").env_runners(num_env_runners=0)
-        .training(num_steps_sampled_before_learning_starts=256, actor_hiddens=[32], critic_hiddens=[32],
-                  store_buffer_in_checkpoints=True)
+        TD3Config()
+        .environment("Pendulum-v1")
+        .env_runners(num_env_runners=0)
+        .training(
+            num_steps_sampled_before_learning_starts=256,
+            actor_hiddens=[32],
+            critic_hiddens=[32],
+            store_buffer_in_checkpoints=True,
+        )
         .reporting(min_sample_timesteps_per_iteration=512)
         .debugging(seed=1)
     )
@@ -186,10 +227,15 @@ def test_save_restore_gives_identical_deterministic_actions(local_ray, tmp_path)
         assert torch.equal(restored.get_module().forward_inference(obs)[Columns.ACTIONS], expected)
     learner = restored.learner_group._learner
     assert len(learner.replay) == 1024, "store_buffer_in_checkpoints keeps the replay buffer"
-    assert int(learner.td3_module.num_critic_updates) == result["learners"]["default_policy"]["num_critic_updates_lifetime"]
+    assert (
+        int(learner.td3_module.num_critic_updates)
+        == result["learners"]["default_policy"]["num_critic_updates_lifetime"]
+    )
     restored.stop()
 
     # the render scripts and SageMaker evaluation load only the policy
-    module = RLModule.from_checkpoint(tmp_path / "learner_group" / "learner" / "rl_module" / "default_policy")
+    module = RLModule.from_checkpoint(
+        tmp_path / "learner_group" / "learner" / "rl_module" / "default_policy"
+    )
     with torch.no_grad():
         assert torch.equal(module.forward_inference(obs)[Columns.ACTIONS], expected)

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from conftest import CTE_POWER, REPO, load_script, run_script
+
 from ddrl import config, environments
 from ddrl.errors import UserError
 from ddrl.paths import TRAININGS_DIR
@@ -56,7 +56,9 @@ def test_toolkit_lists_its_environments():
 
 
 def test_fake_build_is_launched_like_a_build(tmp_path):
-    env = make("Unity-v0", 21000, no_graphics=True, time_scale=7.5, seed=3, log_folder=str(tmp_path))
+    env = make(
+        "Unity-v0", 21000, no_graphics=True, time_scale=7.5, seed=3, log_folder=str(tmp_path)
+    )
     env.close()
     log = "\n".join(log_lines(tmp_path, 21000))
     assert "port 26005" in log  # 5005 + worker id
@@ -67,27 +69,39 @@ def test_fake_build_is_launched_like_a_build(tmp_path):
 
 
 def test_gym_env_spaces_reset_step_and_episode_ends(tmp_path):
-    env = make("Unity-v0", 21010, log_folder=str(tmp_path), additional_args=["--fake-max-steps", "60"])
+    env = make(
+        "Unity-v0", 21010, log_folder=str(tmp_path), additional_args=["--fake-max-steps", "60"]
+    )
     try:
         assert env.observation_space.shape == (2,) and env.observation_space.dtype == np.float32
-        assert env.action_space.shape == (1,) and env.action_space.low[0] == -1 and env.action_space.high[0] == 1
+        assert (
+            env.action_space.shape == (1,)
+            and env.action_space.low[0] == -1
+            and env.action_space.high[0] == 1
+        )
         obs, info = env.reset()
         assert env.observation_space.contains(obs) and info == {}
         position, target = obs
         # a step towards the target: moves 0.1 (the fake's real dynamics) and is rewarded by the gain
         direction = np.sign(target - position)
-        obs, reward, terminated, truncated, _ = env.step(np.array([direction * 5.0], np.float32))  # clipped to 1
+        obs, reward, terminated, truncated, _ = env.step(
+            np.array([direction * 5.0], np.float32)
+        )  # clipped to 1
         assert obs[0] == pytest.approx(position + 0.1 * direction, abs=1e-5) and obs[1] == target
         assert reward == pytest.approx(0.1, abs=1e-5) and not terminated and not truncated
         # walk to the target: the episode terminates with the bonus
         episode_return, steps = reward, 1
         while not terminated:
-            obs, reward, terminated, truncated, _ = env.step(np.array([np.sign(obs[1] - obs[0])], np.float32))
+            obs, reward, terminated, truncated, _ = env.step(
+                np.array([np.sign(obs[1] - obs[0])], np.float32)
+            )
             episode_return += reward
             steps += 1
             assert steps < 60 and not truncated
         assert abs(obs[1] - obs[0]) < 0.05
-        assert episode_return == pytest.approx(abs(target - position) - abs(obs[1] - obs[0]) + 1.0, abs=1e-4)
+        assert episode_return == pytest.approx(
+            abs(target - position) - abs(obs[1] - obs[0]) + 1.0, abs=1e-4
+        )
         # the next episode was already under way in Unity: reset takes it without resetting Unity
         obs2, _ = env.reset()
         assert env.observation_space.contains(obs2) and not np.array_equal(obs2, obs)
@@ -124,8 +138,18 @@ def test_gym_env_refuses_a_build_with_several_agents():
 
 
 def test_multi_agent_env_several_behaviours_and_agents():
-    env = make("UnityMultiAgent-v0", 21040, additional_args=[
-        "--fake-behaviours", "continuous,discrete", "--fake-agents", "2", "--fake-max-steps", "8"])
+    env = make(
+        "UnityMultiAgent-v0",
+        21040,
+        additional_args=[
+            "--fake-behaviours",
+            "continuous,discrete",
+            "--fake-agents",
+            "2",
+            "--fake-max-steps",
+            "8",
+        ],
+    )
     try:
         mover, discrete = "MoveToTarget?team=0", "MoveToTargetDiscrete?team=0"
         assert env.possible_agents == [f"{mover}/0", f"{mover}/1", f"{discrete}/2", f"{discrete}/3"]
@@ -134,20 +158,38 @@ def test_multi_agent_env_several_behaviours_and_agents():
         assert env.get_observation_space(f"{discrete}/3").shape == (2,)
         from ddrl.unity import PolicyPerBehaviour
 
-        assert PolicyPerBehaviour()(f"{mover}/1") == "MoveToTarget_team=0"  # RLlib refuses '?' in ids
+        assert (
+            PolicyPerBehaviour()(f"{mover}/1") == "MoveToTarget_team=0"
+        )  # RLlib refuses '?' in ids
         obs, infos = env.reset()
         assert sorted(obs) == env.possible_agents and set(infos) == set(obs)
-        actions = {f"{mover}/0": np.ones(1, np.float32), f"{mover}/1": -np.ones(1, np.float32),
-                   f"{discrete}/2": 2, f"{discrete}/3": 0}
+        actions = {
+            f"{mover}/0": np.ones(1, np.float32),
+            f"{mover}/1": -np.ones(1, np.float32),
+            f"{discrete}/2": 2,
+            f"{discrete}/3": 0,
+        }
         new, rewards, terminateds, truncateds, _ = env.step(actions)
         assert new[f"{mover}/0"][0] == pytest.approx(min(obs[f"{mover}/0"][0] + 0.1, 1), abs=1e-5)
         assert new[f"{mover}/1"][0] == pytest.approx(max(obs[f"{mover}/1"][0] - 0.1, -1), abs=1e-5)
-        assert new[f"{discrete}/2"][0] == pytest.approx(min(obs[f"{discrete}/2"][0] + 0.1, 1), abs=1e-5)
-        assert new[f"{discrete}/3"][0] == pytest.approx(max(obs[f"{discrete}/3"][0] - 0.1, -1), abs=1e-5)
-        assert set(rewards) == set(obs) and terminateds["__all__"] is False and truncateds["__all__"] is False
+        assert new[f"{discrete}/2"][0] == pytest.approx(
+            min(obs[f"{discrete}/2"][0] + 0.1, 1), abs=1e-5
+        )
+        assert new[f"{discrete}/3"][0] == pytest.approx(
+            max(obs[f"{discrete}/3"][0] - 0.1, -1), abs=1e-5
+        )
+        assert (
+            set(rewards) == set(obs)
+            and terminateds["__all__"] is False
+            and truncateds["__all__"] is False
+        )
         # standing still: every agent reaches Unity's max step (8) together; all are interrupted
-        still = {f"{mover}/0": np.zeros(1, np.float32), f"{mover}/1": np.zeros(1, np.float32),
-                 f"{discrete}/2": 1, f"{discrete}/3": 1}  # discrete: 0 left, 1 stay, 2 right
+        still = {
+            f"{mover}/0": np.zeros(1, np.float32),
+            f"{mover}/1": np.zeros(1, np.float32),
+            f"{discrete}/2": 1,
+            f"{discrete}/3": 1,
+        }  # discrete: 0 left, 1 stay, 2 right
         for step in range(2, 10):
             new, rewards, terminateds, truncateds, _ = env.step(still)
             if truncateds["__all__"]:
@@ -161,13 +203,18 @@ def test_multi_agent_env_several_behaviours_and_agents():
 
 
 def test_multi_agent_episode_ends_when_one_agent_ends():
-    env = make("UnityMultiAgent-v0", 21050, additional_args=["--fake-agents", "2", "--fake-max-steps", "50"])
+    env = make(
+        "UnityMultiAgent-v0",
+        21050,
+        additional_args=["--fake-agents", "2", "--fake-max-steps", "50"],
+    )
     try:
         obs, _ = env.reset()
         first, second = env.possible_agents
         while True:  # the first agent walks to its target, the second stays put
             obs, rewards, terminateds, truncateds, _ = env.step(
-                {first: np.sign(obs[first][1:] - obs[first][:1]), second: np.zeros(1, np.float32)})
+                {first: np.sign(obs[first][1:] - obs[first][:1]), second: np.zeros(1, np.float32)}
+            )
             if terminateds.get(first):
                 break
             assert not truncateds["__all__"]
@@ -187,10 +234,23 @@ def test_worker_ids_give_every_runner_and_sub_environment_its_own_port(tmp_path)
     try:
         for worker_index in (1, 2):  # two env runners with two sub-environments each
             for _ in range(per_runner):
-                envs.append(make("Unity-v0", base, worker_index, num_workers=2,
-                                 envs_per_runner=per_runner, log_folder=str(tmp_path)))
+                envs.append(
+                    make(
+                        "Unity-v0",
+                        base,
+                        worker_index,
+                        num_workers=2,
+                        envs_per_runner=per_runner,
+                        log_folder=str(tmp_path),
+                    )
+                )
         ids = [env.unwrapped.worker_id for env in envs]
-        assert ids == [base + 2, base + 3, base + 4, base + 5]  # base + runner * per_runner + sub-env
+        assert ids == [
+            base + 2,
+            base + 3,
+            base + 4,
+            base + 5,
+        ]  # base + runner * per_runner + sub-env
         for worker_id in ids:
             assert f"port {5005 + worker_id}" in log_lines(tmp_path, worker_id)[0]
         # a port taken by someone else: the next block of ids ((runners + 1) * per_runner later)
@@ -204,7 +264,9 @@ def test_worker_ids_give_every_runner_and_sub_environment_its_own_port(tmp_path)
     finally:
         for env in envs:
             env.close()
-    again = make("Unity-v0", base, 1, num_workers=2, envs_per_runner=per_runner)  # ids are released on close
+    again = make(
+        "Unity-v0", base, 1, num_workers=2, envs_per_runner=per_runner
+    )  # ids are released on close
     assert again.unwrapped.worker_id == base + 2
     again.close()
 
@@ -219,7 +281,9 @@ def test_env_config_is_checked():
 def test_editor_mode_connects_to_a_running_editor(tmp_path):
     """No file_name: wait, as worker 0, for an Editor in Play mode (the fake, started by hand)."""
     port = 27005
-    editor = subprocess.Popen([str(FAKE_BUILD), "--mlagents-port", str(port), "-logFile", str(tmp_path / "editor.log")])
+    editor = subprocess.Popen(
+        [str(FAKE_BUILD), "--mlagents-port", str(port), "-logFile", str(tmp_path / "editor.log")]
+    )
     try:
         env = environments.make_env("unity", "Unity-v0", {"base_port": port, "connect_timeout": 20})
         obs, _ = env.reset()
@@ -229,23 +293,45 @@ def test_editor_mode_connects_to_a_running_editor(tmp_path):
     finally:
         editor.kill()
     assert "python closed the connection" in (tmp_path / "editor.log").read_text()
-    with pytest.raises(UserError, match=f"no Unity Editor connected on port {port} within 1 s.*press Play"):
+    with pytest.raises(
+        UserError, match=f"no Unity Editor connected on port {port} within 1 s.*press Play"
+    ):
         environments.make_env("unity", "Unity-v0", {"base_port": port, "connect_timeout": 1})
 
 
-@pytest.mark.parametrize("path", sorted((TRAININGS_DIR / "unity").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((TRAININGS_DIR / "unity").glob("*.yaml")), ids=lambda p: p.name
+)
 def test_shipped_configs_validate(path):
-    experiment = config.load_experiment(path, "unity", [f"environment.env_config.file_name={FAKE_BUILD}"])
+    experiment = config.load_experiment(
+        path, "unity", [f"environment.env_config.file_name={FAKE_BUILD}"]
+    )
     environments.check_experiment(experiment, launch=False)
     env_config = experiment.rllib["environment"]["env_config"]
     assert env_config["file_name"] == str(FAKE_BUILD) and env_config["envs_per_runner"] == 1
 
 
-@pytest.mark.parametrize("case,args,expected", [
-    ("no-connect", ["--fake-no-connect"], ["did not connect within 2 s", "--connect-timeout", "--no-graphics"]),
-    ("protocol", ["--fake-api-version", "2.0.0"], ["communication API 2.0.0", "speaks 1.5.0", "com.unity.ml-agents"]),
-    ("crash", ["--fake-exit-code", "3"], ["exited before connecting", "return code 3", "Run it by hand"]),
-], ids=["no-connect", "protocol", "crash"])
+@pytest.mark.parametrize(
+    "case,args,expected",
+    [
+        (
+            "no-connect",
+            ["--fake-no-connect"],
+            ["did not connect within 2 s", "--connect-timeout", "--no-graphics"],
+        ),
+        (
+            "protocol",
+            ["--fake-api-version", "2.0.0"],
+            ["communication API 2.0.0", "speaks 1.5.0", "com.unity.ml-agents"],
+        ),
+        (
+            "crash",
+            ["--fake-exit-code", "3"],
+            ["exited before connecting", "return code 3", "Run it by hand"],
+        ),
+    ],
+    ids=["no-connect", "protocol", "crash"],
+)
 def test_build_errors_are_user_errors(case, args, expected):
     with pytest.raises(UserError) as err:
         make("Unity-v0", 21210, connect_timeout=2, additional_args=args)
@@ -267,9 +353,13 @@ def train_unity(monkeypatch):
 
 
 def test_train_script_missing_build_exits_2_before_ray_starts(tmp_path):
-    proc = train("--env-file", tmp_path / "NoSuchGame.x86_64", "--results-dir", tmp_path / "results")
+    proc = train(
+        "--env-file", tmp_path / "NoSuchGame.x86_64", "--results-dir", tmp_path / "results"
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stderr.startswith("error: Unity build") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: Unity build") and proc.stderr.count("\n") == 1, (
+        proc.stderr
+    )
     for text in ("does not exist", "NoSuchGame", "--env-file"):
         assert text in proc.stderr
     assert "started a local Ray" not in proc.stdout and not (tmp_path / "results").exists()
@@ -285,11 +375,27 @@ def test_train_script_build_errors_exit_2_before_ray_starts(case, train_unity, t
         shutil.copy(FAKE_BUILD, build)
         build.chmod(0o644)
     elif case == "no-connect":
-        extra = ["--connect-timeout", "2", "--set", 'environment.env_config.additional_args=["--fake-no-connect"]']
+        extra = [
+            "--connect-timeout",
+            "2",
+            "--set",
+            'environment.env_config.additional_args=["--fake-no-connect"]',
+        ]
     else:
         extra = ["--set", 'environment.env_config.additional_args=["--fake-api-version", "0.15.0"]']
-    code = train_unity(["--env-file", str(build), "--results-dir", str(tmp_path / "results"), "--name", "x",
-                        "--set", "environment.env_config.base_worker_id=21300", *extra])
+    code = train_unity(
+        [
+            "--env-file",
+            str(build),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--name",
+            "x",
+            "--set",
+            "environment.env_config.base_worker_id=21300",
+            *extra,
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 2, out[-2000:] + err[-2000:]
     assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -304,21 +410,36 @@ def test_train_script_build_errors_exit_2_before_ray_starts(case, train_unity, t
 
 
 def test_dry_run_resolves_the_build_and_starts_nothing(train_unity, tmp_path, capsys):
-    code = train_unity(["--env-file", os.path.relpath(FAKE_BUILD, CTE_POWER), "--no-graphics", "--time-scale", "5",
-                        "--dry-run", "--results-dir", str(tmp_path)])
+    code = train_unity(
+        [
+            "--env-file",
+            os.path.relpath(FAKE_BUILD, CTE_POWER),
+            "--no-graphics",
+            "--time-scale",
+            "5",
+            "--dry-run",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     resolved = yaml.safe_load(out.split("# trials")[0])
     assert resolved["environment"]["env_config"] == {
-        "time_scale": 5.0, "connect_timeout": 60, "base_worker_id": 0,  # the config's, then the options
+        "time_scale": 5.0,
+        "connect_timeout": 60,
+        "base_worker_id": 0,  # the config's, then the options
         "file_name": str(FAKE_BUILD),  # absolute: Ray workers do not run from cte-power/
-        "no_graphics": True, "envs_per_runner": 1,
+        "no_graphics": True,
+        "envs_per_runner": 1,
     }
     assert "unity: checking" not in out and not list(tmp_path.iterdir())
 
 
 def test_editor_runs_one_environment(train_unity, tmp_path, capsys):
-    code = train_unity(["--set", "env_runners.num_env_runners=2", "--dry-run", "--results-dir", str(tmp_path)])
+    code = train_unity(
+        ["--set", "env_runners.num_env_runners=2", "--dry-run", "--results-dir", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "a Unity Editor runs one environment" in err and "--env-file" in err
@@ -328,17 +449,31 @@ def test_editor_runs_one_environment(train_unity, tmp_path, capsys):
 def test_ppo_learns_on_the_fake_build_with_two_env_runners(tmp_path):
     """PPO, 2 env runners (one build each, ports of their own), learns to move to the target."""
     proc = train(
-        "--config", "trainings/unity/ppo-move-to-target.yaml", "--env-file", FAKE_BUILD,
-        "--results-dir", tmp_path, "--name", "learn",
-        "--set", "environment.env_config.base_worker_id=21400",
-        "--set", f"environment.env_config.log_folder={tmp_path / 'logs'}",
-        "--set", "stop.env_steps=8000", timeout=300,
+        "--config",
+        "trainings/unity/ppo-move-to-target.yaml",
+        "--env-file",
+        FAKE_BUILD,
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "learn",
+        "--set",
+        "environment.env_config.base_worker_id=21400",
+        "--set",
+        f"environment.env_config.log_folder={tmp_path / 'logs'}",
+        "--set",
+        "stop.env_steps=8000",
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "unity: MoveToTarget?team=0: 1 agent(s)" in proc.stdout  # the check before Ray started
     trials = [p for p in (tmp_path / "learn").iterdir() if p.is_dir()]
     assert len(trials) == 1 and trials[0].name.startswith("PPO_Unity-v0")
-    results = [json.loads(line) for line in (trials[0] / "result.json").read_text().splitlines() if line.strip()]
+    results = [
+        json.loads(line)
+        for line in (trials[0] / "result.json").read_text().splitlines()
+        if line.strip()
+    ]
     returns = [r["env_runners"]["episode_return_mean"] for r in results]
     print("mean return per iteration:", [round(x, 2) for x in returns])
     assert returns[0] < 0.8, returns  # about a random policy's
@@ -348,24 +483,46 @@ def test_ppo_learns_on_the_fake_build_with_two_env_runners(tmp_path):
     assert logs == ["Player-21400.log", "Player-21401.log", "Player-21402.log"], logs
     for worker_id in (21401, 21402):
         lines = log_lines(tmp_path / "logs", worker_id)
-        assert f"port {5005 + worker_id}" in lines[0] and any(line.endswith("] reset") for line in lines)
+        assert f"port {5005 + worker_id}" in lines[0] and any(
+            line.endswith("] reset") for line in lines
+        )
 
 
 @pytest.mark.slow
 def test_ppo_trains_one_policy_per_behaviour(tmp_path):
     proc = train(
-        "--config", "trainings/unity/ppo-multi-agent.yaml", "--env-file", FAKE_BUILD,
-        "--results-dir", tmp_path, "--name", "multi",
-        "--set", "environment.env_config.base_worker_id=21500",
-        "--set", 'environment.env_config.additional_args=["--fake-behaviours", "continuous,discrete"]',
-        "--set", "env_runners.num_env_runners=0",  # sampling in the trial's own process
-        "--set", "stop.iterations=2", "--set", "training.train_batch_size_per_learner=400",
-        "--set", "training.minibatch_size=100", timeout=300,
+        "--config",
+        "trainings/unity/ppo-multi-agent.yaml",
+        "--env-file",
+        FAKE_BUILD,
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "multi",
+        "--set",
+        "environment.env_config.base_worker_id=21500",
+        "--set",
+        'environment.env_config.additional_args=["--fake-behaviours", "continuous,discrete"]',
+        "--set",
+        "env_runners.num_env_runners=0",  # sampling in the trial's own process
+        "--set",
+        "stop.iterations=2",
+        "--set",
+        "training.train_batch_size_per_learner=400",
+        "--set",
+        "training.minibatch_size=100",
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "one policy per behaviour: MoveToTargetDiscrete_team=0, MoveToTarget_team=0" in proc.stdout
+    assert (
+        "one policy per behaviour: MoveToTargetDiscrete_team=0, MoveToTarget_team=0" in proc.stdout
+    )
     trial = next(p for p in (tmp_path / "multi").iterdir() if p.is_dir())
-    results = [json.loads(line) for line in (trial / "result.json").read_text().splitlines() if line.strip()]
+    results = [
+        json.loads(line)
+        for line in (trial / "result.json").read_text().splitlines()
+        if line.strip()
+    ]
     assert [r["training_iteration"] for r in results] == [1, 2]
     learners = results[-1]["learners"]
     assert {"MoveToTarget_team=0", "MoveToTargetDiscrete_team=0"} <= set(learners), sorted(learners)

@@ -13,11 +13,17 @@ from ddrl.paths import TRAININGS_DIR
 def pendulum(**environment):
     """PPO on Pendulum-v1: actions in [-2, 2], and a Gaussian policy samples beyond [-1, 1], so
     both unsquashing and clipping change the actions sent to the env."""
-    return config.validate({
-        "env": "Pendulum-v1", "algorithm": "PPO", "stop": {"iterations": 1},
-        "environment": environment, "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": 4},
-        "debugging": {"seed": 7},
-    }, "gym")
+    return config.validate(
+        {
+            "env": "Pendulum-v1",
+            "algorithm": "PPO",
+            "stop": {"iterations": 1},
+            "environment": environment,
+            "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": 4},
+            "debugging": {"seed": 7},
+        },
+        "gym",
+    )
 
 
 def sample(algorithm_config, steps=300):
@@ -31,16 +37,22 @@ def sample(algorithm_config, steps=300):
 
 
 def default_pipeline(algorithm_config):
-    return algorithm_config.env_runners(module_to_env_connector=None, add_default_connectors_to_module_to_env_pipeline=True)
+    return algorithm_config.env_runners(
+        module_to_env_connector=None, add_default_connectors_to_module_to_env_pipeline=True
+    )
 
 
 @pytest.mark.parametrize("normalize_actions, clip_actions", [(True, False), (False, True)])
-def test_batched_actions_sample_exactly_what_the_default_pipeline_samples(normalize_actions, clip_actions):
+def test_batched_actions_sample_exactly_what_the_default_pipeline_samples(
+    normalize_actions, clip_actions
+):
     experiment = pendulum(normalize_actions=normalize_actions, clip_actions=clip_actions)
     environments.register_env(experiment.toolkit, experiment.env)
     runs = {}
-    for name, build in (("batched", config.build_algorithm_config),
-                        ("default", lambda e: default_pipeline(config.build_algorithm_config(e)))):
+    for name, build in (
+        ("batched", config.build_algorithm_config),
+        ("default", lambda e: default_pipeline(config.build_algorithm_config(e))),
+    ):
         torch.manual_seed(0)
         runs[name] = sample(build(experiment))
     (batched_pipeline, batched), (default_names, default) = runs["batched"], runs["default"]
@@ -52,10 +64,14 @@ def test_batched_actions_sample_exactly_what_the_default_pipeline_samples(normal
         np.testing.assert_array_equal(ours.get_observations(), theirs.get_observations())
         np.testing.assert_array_equal(ours.get_actions(), theirs.get_actions())
         np.testing.assert_array_equal(ours.get_rewards(), theirs.get_rewards())
-        np.testing.assert_array_equal(ours.get_extra_model_outputs("action_logp"),
-                                      theirs.get_extra_model_outputs("action_logp"))
+        np.testing.assert_array_equal(
+            ours.get_extra_model_outputs("action_logp"),
+            theirs.get_extra_model_outputs("action_logp"),
+        )
     actions = np.concatenate([episode.get_actions() for episode in batched])
-    assert np.abs(actions).max() > 1, "the policy never left [-1, 1]: the test would not tell unsquashing from clipping"
+    assert np.abs(actions).max() > 1, (
+        "the policy never left [-1, 1]: the test would not tell unsquashing from clipping"
+    )
 
 
 def test_batched_actions_apply_to_shipped_single_agent_configs_only():
@@ -64,10 +80,28 @@ def test_batched_actions_apply_to_shipped_single_agent_configs_only():
     assert isinstance(built._module_to_env_connector, vector_actions.BatchedModuleToEnv)
     assert built.add_default_connectors_to_module_to_env_pipeline is False
 
-    recurrent = config.build_algorithm_config(config.validate({
-        "env": "Pendulum-v1", "algorithm": "PPO", "stop": {"iterations": 1}, "rl_module": {"model_config": {"use_lstm": True}}}, "gym"))
-    multi_agent = config.build_algorithm_config(config.validate({
-        "env": "Pendulum-v1", "algorithm": "PPO", "stop": {"iterations": 1}, "multi_agent": {"policies": ["a", "b"]}}, "gym"))
+    recurrent = config.build_algorithm_config(
+        config.validate(
+            {
+                "env": "Pendulum-v1",
+                "algorithm": "PPO",
+                "stop": {"iterations": 1},
+                "rl_module": {"model_config": {"use_lstm": True}},
+            },
+            "gym",
+        )
+    )
+    multi_agent = config.build_algorithm_config(
+        config.validate(
+            {
+                "env": "Pendulum-v1",
+                "algorithm": "PPO",
+                "stop": {"iterations": 1},
+                "multi_agent": {"policies": ["a", "b"]},
+            },
+            "gym",
+        )
+    )
     for kept in (recurrent, multi_agent):
         assert kept._module_to_env_connector is None
         assert kept.add_default_connectors_to_module_to_env_pipeline is True

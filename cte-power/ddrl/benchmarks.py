@@ -37,7 +37,6 @@ import torch.nn.functional as F
 from ddrl import config, environments
 from ddrl.networks import mlp, q_values, soft_update
 
-
 # --------------------------------------------------------------------------- limits
 Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps, seconds); the
 # reference loops also have .close() (their environments)
@@ -162,7 +161,9 @@ class _Obs:
     def step(self, action: np.ndarray):
         """Step with an action in [-1, 1]; returns (obs, next_obs, reward, terminated)."""
         obs = self.obs
-        next_obs, reward, terminated, truncated, _ = self.env.step(action * self.scale + self.offset)
+        next_obs, reward, terminated, truncated, _ = self.env.step(
+            action * self.scale + self.offset
+        )
         self.obs = self.env.reset()[0] if (terminated or truncated) else next_obs
         return obs, next_obs, float(reward), float(terminated)
 
@@ -170,24 +171,50 @@ class _Obs:
         return torch.as_tensor(self.obs, dtype=torch.float32).reshape(1, -1)
 
 
-def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dict, steps: int) -> Workload:
+def reference_offpolicy(
+    toolkit: str, env_id: str, algorithm: str, training: dict, steps: int
+) -> Workload:
     """A plain loop, ``steps`` per round: act, step, store, one update of the batch size (SAC or TD3)."""
     world = _Obs(toolkit, env_id)
-    obs_dim, act_dim, batch_size = world.obs_dim, world.act_dim, training["train_batch_size_per_learner"]
+    obs_dim, act_dim, batch_size = (
+        world.obs_dim,
+        world.act_dim,
+        training["train_batch_size_per_learner"],
+    )
     activation = training.get("hidden_activation", "relu")
     sac = algorithm == "SAC"
-    actor = mlp(obs_dim, training["actor_hiddens"], (2 if sac else 1) * act_dim, activation, None if sac else torch.nn.Tanh())
-    critics = torch.nn.ModuleList(mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2))
-    target_critics = torch.nn.ModuleList(mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2))
+    actor = mlp(
+        obs_dim,
+        training["actor_hiddens"],
+        (2 if sac else 1) * act_dim,
+        activation,
+        None if sac else torch.nn.Tanh(),
+    )
+    critics = torch.nn.ModuleList(
+        mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2)
+    )
+    target_critics = torch.nn.ModuleList(
+        mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2)
+    )
     target_critics.load_state_dict(critics.state_dict())
-    target_actor = mlp(obs_dim, training["actor_hiddens"], act_dim, activation, torch.nn.Tanh()) if not sac else None
+    target_actor = (
+        mlp(obs_dim, training["actor_hiddens"], act_dim, activation, torch.nn.Tanh())
+        if not sac
+        else None
+    )
     if target_actor is not None:
         target_actor.load_state_dict(actor.state_dict())
     log_alpha = torch.zeros((), requires_grad=True)
-    actor_opt, critic_opt = torch.optim.Adam(actor.parameters()), torch.optim.Adam(critics.parameters())
+    actor_opt, critic_opt = (
+        torch.optim.Adam(actor.parameters()),
+        torch.optim.Adam(critics.parameters()),
+    )
     alpha_opt = torch.optim.Adam([log_alpha])
     capacity = 100_000
-    buffer = {k: torch.zeros(capacity, d) for k, d in (("obs", obs_dim), ("act", act_dim), ("next", obs_dim))}
+    buffer = {
+        k: torch.zeros(capacity, d)
+        for k, d in (("obs", obs_dim), ("act", act_dim), ("next", obs_dim))
+    }
     rewards, dones = torch.zeros(capacity), torch.zeros(capacity)
 
     def policy(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,7 +224,9 @@ def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dic
         log_std = log_std.clamp(-20, 2)
         noise = torch.randn_like(mean)
         action = torch.tanh(mean + log_std.exp() * noise)
-        logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1) - torch.log(1 - action.pow(2) + 1e-6).sum(-1)
+        logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1) - torch.log(
+            1 - action.pow(2) + 1e-6
+        ).sum(-1)
         return action, logp
 
     def update(index: torch.Tensor, count: int) -> None:
@@ -205,10 +234,17 @@ def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dic
         with torch.no_grad():
             if sac:
                 next_act, next_logp = policy(next_obs)
-                next_q = torch.min(*q_values(target_critics, next_obs, next_act)) - log_alpha.exp() * next_logp
+                next_q = (
+                    torch.min(*q_values(target_critics, next_obs, next_act))
+                    - log_alpha.exp() * next_logp
+                )
             else:
                 noise = (torch.randn(len(index), act_dim) * 0.2).clamp(-0.5, 0.5)
-                next_q = torch.min(*q_values(target_critics, next_obs, (target_actor(next_obs) + noise).clamp(-1, 1)))
+                next_q = torch.min(
+                    *q_values(
+                        target_critics, next_obs, (target_actor(next_obs) + noise).clamp(-1, 1)
+                    )
+                )
             target = rewards[index] + 0.99 * (1 - dones[index]) * next_q
         loss_fn = F.huber_loss if sac else F.mse_loss
         critic_loss = sum(loss_fn(q, target) for q in q_values(critics, obs, act))
@@ -218,7 +254,11 @@ def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dic
         if sac or count % 2 == 0:
             action, logp = policy(obs)
             critics.requires_grad_(False)
-            q = torch.min(*q_values(critics, obs, action)) if sac else q_values(critics[:1], obs, action)[0]
+            q = (
+                torch.min(*q_values(critics, obs, action))
+                if sac
+                else q_values(critics[:1], obs, action)[0]
+            )
             actor_loss = (log_alpha.exp().detach() * logp - q).mean()
             actor_opt.zero_grad()
             actor_loss.backward()
@@ -242,7 +282,11 @@ def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dic
                 action = policy(world.tensor())[0][0].numpy()
             obs, next_obs, reward, terminated = world.step(action)
             i = stored % capacity
-            buffer["obs"][i], buffer["act"][i], buffer["next"][i] = torch.as_tensor(obs), torch.as_tensor(action), torch.as_tensor(next_obs)
+            buffer["obs"][i], buffer["act"][i], buffer["next"][i] = (
+                torch.as_tensor(obs),
+                torch.as_tensor(action),
+                torch.as_tensor(next_obs),
+            )
             rewards[i], dones[i] = reward, terminated
             stored += 1
             if stored >= batch_size:
@@ -258,16 +302,32 @@ def reference_offpolicy(toolkit: str, env_id: str, algorithm: str, training: dic
     return run
 
 
-def reference_ppo(toolkit: str, env_id: str, training: dict, hiddens: list[int], activation: str, num_envs: int = 1) -> Workload:
+def reference_ppo(
+    toolkit: str,
+    env_id: str,
+    training: dict,
+    hiddens: list[int],
+    activation: str,
+    num_envs: int = 1,
+) -> Workload:
     """Plain PPO, one iteration per round: collect the batch from ``num_envs`` envs (one batched
     forward pass per step), GAE, then epochs of minibatch SGD."""
     worlds = [_Obs(toolkit, env_id) for _ in range(num_envs)]
     obs_dim, act_dim = worlds[0].obs_dim, worlds[0].act_dim
     horizon = training["train_batch_size_per_learner"] // num_envs
     minibatch, epochs = training["minibatch_size"], training["num_epochs"]
-    gamma, lam, clip = training.get("gamma", 0.99), training.get("lambda_", 1.0), training.get("clip_param", 0.3)
-    policy_net, value_net = mlp(obs_dim, hiddens, 2 * act_dim, activation), mlp(obs_dim, hiddens, 1, activation)
-    optimizer = torch.optim.Adam([*policy_net.parameters(), *value_net.parameters()], lr=training.get("lr", 5e-4))
+    gamma, lam, clip = (
+        training.get("gamma", 0.99),
+        training.get("lambda_", 1.0),
+        training.get("clip_param", 0.3),
+    )
+    policy_net, value_net = (
+        mlp(obs_dim, hiddens, 2 * act_dim, activation),
+        mlp(obs_dim, hiddens, 1, activation),
+    )
+    optimizer = torch.optim.Adam(
+        [*policy_net.parameters(), *value_net.parameters()], lr=training.get("lr", 5e-4)
+    )
 
     def distribution(obs):
         mean, log_std = policy_net(obs).chunk(2, dim=-1)
@@ -275,7 +335,10 @@ def reference_ppo(toolkit: str, env_id: str, training: dict, hiddens: list[int],
 
     def run() -> tuple[int, float]:
         start = time.perf_counter()
-        obs_buf, act_buf = torch.zeros(horizon, num_envs, obs_dim), torch.zeros(horizon, num_envs, act_dim)
+        obs_buf, act_buf = (
+            torch.zeros(horizon, num_envs, obs_dim),
+            torch.zeros(horizon, num_envs, act_dim),
+        )
         logp_buf, values = torch.zeros(horizon, num_envs), torch.zeros(horizon + 1, num_envs)
         rewards, dones = torch.zeros(horizon, num_envs), torch.zeros(horizon, num_envs)
         for t in range(horizon):
@@ -295,7 +358,12 @@ def reference_ppo(toolkit: str, env_id: str, training: dict, hiddens: list[int],
             last = delta + gamma * lam * (1 - dones[t]) * last
             advantages[t] = last
         returns = (advantages + values[:-1]).reshape(-1)
-        obs_flat, act_flat, logp_flat, adv_flat = obs_buf.reshape(-1, obs_dim), act_buf.reshape(-1, act_dim), logp_buf.reshape(-1), advantages.reshape(-1)
+        obs_flat, act_flat, logp_flat, adv_flat = (
+            obs_buf.reshape(-1, obs_dim),
+            act_buf.reshape(-1, act_dim),
+            logp_buf.reshape(-1),
+            advantages.reshape(-1),
+        )
         for _ in range(epochs):
             for index in torch.randperm(len(returns)).split(minibatch):
                 dist = distribution(obs_flat[index])
@@ -350,7 +418,11 @@ class PeakMemory:
         me = psutil.Process()
         for process in [me, *me.children(recursive=True)]:
             try:
-                name = " ".join(process.cmdline()[:1] + [process.name()]) if process is not me else "driver"
+                name = (
+                    " ".join(process.cmdline()[:1] + [process.name()])
+                    if process is not me
+                    else "driver"
+                )
                 if process is not me and process.name().startswith("ray::"):
                     name = process.name()  # Ray's workers are named by their actor class
                 self.peaks[name] = max(self.peaks.get(name, 0), process.memory_info().rss)

@@ -29,7 +29,11 @@ class RecordPlacement(RLlibCallback):
             return ray.get_runtime_context().get_node_id(), os.getpid()
 
         runners = algorithm.env_runner_group
-        remote = runners.foreach_env_runner(node_and_pid, local_env_runner=False) if runners.num_remote_env_runners() else []
+        remote = (
+            runners.foreach_env_runner(node_and_pid, local_env_runner=False)
+            if runners.num_remote_env_runners()
+            else []
+        )
         nodes = [node for node, _ in remote]
         # text, not a list: Tune's TensorBoard logger takes scalars and strings only
         result["placement"] = {
@@ -61,13 +65,19 @@ class SmoothedReturn(RLlibCallback):
         super().__init__()
         self.window: deque[float] | None = None
 
-    def on_episode_end(self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs) -> None:
-        total = episode.get_return() + sum(chunk.get_return() for chunk in prev_episode_chunks or ())
+    def on_episode_end(
+        self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs
+    ) -> None:
+        total = episode.get_return() + sum(
+            chunk.get_return() for chunk in prev_episode_chunks or ()
+        )
         metrics_logger.log_value(EPISODE_RETURNS, float(total), reduce="item_series")
 
     def on_train_result(self, *, algorithm, metrics_logger=None, result, **kwargs) -> None:
         if self.window is None:
-            self.window = deque(maxlen=max(1, int(algorithm.config.metrics_num_episodes_for_smoothing)))
+            self.window = deque(
+                maxlen=max(1, int(algorithm.config.metrics_num_episodes_for_smoothing))
+            )
         runners = result.get("env_runners")
         if isinstance(runners, dict):
             self.window.extend(_returns(runners.pop(EPISODE_RETURNS, None)))

@@ -38,7 +38,9 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
             f"  %(prog)s --resume            # continue the latest experiment of this config"
         ),
     )
-    parser.add_argument("--config", default=default_config, help="experiment YAML file (default: %(default)s)")
+    parser.add_argument(
+        "--config", default=default_config, help="experiment YAML file (default: %(default)s)"
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -54,7 +56,9 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
         help=f"where experiments go (default: cte-power/results/{toolkit}/)",
     )
     parser.add_argument(
-        "--name", default=None, help="experiment name (default: the config's name, else '<config>-<timestamp>')"
+        "--name",
+        default=None,
+        help="experiment name (default: the config's name, else '<config>-<timestamp>')",
     )
     parser.add_argument(
         "--resume",
@@ -66,8 +70,17 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
         action="store_true",
         help="resume --name if it has saved state, else start it (what requeued Slurm jobs use)",
     )
-    parser.add_argument("--num-samples", type=int, default=None, help="repeat each trial N times (seeds / random search)")
-    parser.add_argument("--dry-run", action="store_true", help="print the resolved config and resources; start nothing")
+    parser.add_argument(
+        "--num-samples",
+        type=int,
+        default=None,
+        help="repeat each trial N times (seeds / random search)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved config and resources; start nothing",
+    )
     return parser
 
 
@@ -85,7 +98,11 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     quiet_rllib_notices()
     from ddrl import config, environments, training
 
-    overrides = [f"environment.env_config.{k}={json.dumps(v)}" for k, v in (env_config or {}).items() if v is not None]
+    overrides = [
+        f"environment.env_config.{k}={json.dumps(v)}"
+        for k, v in (env_config or {}).items()
+        if v is not None
+    ]
     overrides += list(args.overrides)
     if args.num_samples is not None:
         overrides.append(f"tune.num_samples={args.num_samples}")
@@ -97,7 +114,9 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         paths.check_experiment_name(args.name)
     if args.resume_if_exists:
         if not args.name:
-            raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
+            raise UserError(
+                "--resume-if-exists needs --name (the experiment to continue or start)."
+            )
         args.resume = bool(list((results_dir / args.name).glob("experiment_state-*.json")))
     path = _experiment_path(results_dir, experiment, args, training)
     training.check_can_start(path, experiment, args.resume)
@@ -112,14 +131,19 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         print(config.dump_yaml(experiment.to_dict()))
         trials = experiment.num_variants() * experiment.tune["num_samples"]
         print(f"# trials: {trials}; each needs {needed}")
-        print(f"# available: {granted or 'the Ray cluster at $RAY_ADDRESS'}" + (f" ({granted.source})" if granted else ""))
+        print(
+            f"# available: {granted or 'the Ray cluster at $RAY_ADDRESS'}"
+            + (f" ({granted.source})" if granted else "")
+        )
         print(f"# results would go to: {path}")
         return 0
 
     try:  # the folder the experiment goes in, before Ray starts (root may pass os.access checks)
         results_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir.") from None
+        raise UserError(
+            f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
+        ) from None
     print(ray_runtime.start_ray(granted), flush=True)
     try:
         if granted is None:
@@ -136,7 +160,9 @@ def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
     if args.resume:
         latest = training.latest_experiment(results_dir, f"{stem}-")
         if latest is None:
-            raise UserError(f"no experiment of config '{stem}' in {results_dir} to resume. Drop --resume to start one.")
+            raise UserError(
+                f"no experiment of config '{stem}' in {results_dir} to resume. Drop --resume to start one."
+            )
         return latest
     return training.experiment_dir(results_dir, f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
 
@@ -153,22 +179,62 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
-        "--checkpoint", type=Path, default=None,
+        "--checkpoint",
+        type=Path,
+        default=None,
         help="a checkpoint_NNNNNN folder, a trial folder (its latest checkpoint) or an experiment folder "
         "(its latest trial, or the best with --best); default: the latest experiment of this toolkit",
     )
-    parser.add_argument("--best", action="store_true", help="in an experiment folder, take the trial with the best mean return")
-    parser.add_argument("--results-dir", type=Path, default=None, help=f"where to look for experiments (default: cte-power/results/{toolkit}/)")
-    parser.add_argument("--episodes", type=int, default=1, help="episodes to record (default: %(default)s)")
-    parser.add_argument("--max-steps", type=int, default=None, help="cut each episode after this many steps")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode i uses seed+i (default: %(default)s)")
-    parser.add_argument("--stochastic", action="store_true", help="sample actions as in training (default: deterministic)")
-    parser.add_argument("--output", type=Path, default=None, help="video file, .mp4 or .gif (default: figures/videos/<env>-<algorithm>-<time>.mp4)")
-    parser.add_argument("--frames", type=int, default=0, metavar="N",
-                        help="also write N stills side by side to <output>.png (the thesis's figures 23-25)")
-    parser.add_argument("--fps", type=int, default=30, help="frames per second (default: %(default)s)")
-    parser.add_argument("--width", type=int, default=640, help="frame width in pixels (default: %(default)s)")
-    parser.add_argument("--height", type=int, default=480, help="frame height in pixels (default: %(default)s)")
+    parser.add_argument(
+        "--best",
+        action="store_true",
+        help="in an experiment folder, take the trial with the best mean return",
+    )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help=f"where to look for experiments (default: cte-power/results/{toolkit}/)",
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=1, help="episodes to record (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="cut each episode after this many steps"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the first episode; episode i uses seed+i (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--stochastic",
+        action="store_true",
+        help="sample actions as in training (default: deterministic)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="video file, .mp4 or .gif (default: figures/videos/<env>-<algorithm>-<time>.mp4)",
+    )
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also write N stills side by side to <output>.png (the thesis's figures 23-25)",
+    )
+    parser.add_argument(
+        "--fps", type=int, default=30, help="frames per second (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--width", type=int, default=640, help="frame width in pixels (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--height", type=int, default=480, help="frame height in pixels (default: %(default)s)"
+    )
     return parser
 
 
@@ -190,7 +256,9 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
     rendering.check_toolkit(info, toolkit)
     output = args.output or rendering.default_output(paths.REPO_DIR / "figures" / "videos", info)
     rendering.check_output(output)
-    print(f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True)
+    print(
+        f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True
+    )
 
     policy = rendering.Policy(info.checkpoint)
     env = rendering.make_render_env(toolkit, info.env, info.env_config, args.width, args.height)
@@ -199,7 +267,9 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
     limit = args.max_steps or env.spec.max_episode_steps
     writer = rendering.VideoWriter(output, args.fps)
     strip = rendering.FrameStrip(args.frames) if args.frames else None
-    with tqdm(total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording") as bar:
+    with tqdm(
+        total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording"
+    ) as bar:
 
         def on_frame(frame):
             writer(frame)
@@ -208,18 +278,25 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
             bar.update()
 
         try:
-            stats = rendering.play(env, policy, args.episodes, args.max_steps, args.seed, args.stochastic, on_frame)
+            stats = rendering.play(
+                env, policy, args.episodes, args.max_steps, args.seed, args.stochastic, on_frame
+            )
         finally:
             writer.close()
             env.close()
     for s in stats:
-        print(f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}")
+        print(
+            f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}"
+        )
     strip_path = None
     if strip:
         mean_return = sum(s["return"] for s in stats) / len(stats)
-        strip_path = strip.save(output.with_suffix(".png"), f"{info.algorithm} on {info.env}: return {mean_return:.0f}")
+        strip_path = strip.save(
+            output.with_suffix(".png"), f"{info.algorithm} on {info.env}: return {mean_return:.0f}"
+        )
         print(f"frame strip: {strip_path} ({len(strip.stills())} stills)")
-    summary = rendering.write_summary(output, info, stats, args.stochastic, writer.frames, args.fps, strip_path)
+    summary = rendering.write_summary(
+        output, info, stats, args.stochastic, writer.frames, args.fps, strip_path
+    )
     print(f"video: {output} ({writer.frames} frames)\nsummary: {summary}")
     return 0
-

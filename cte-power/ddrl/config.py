@@ -91,8 +91,12 @@ TOP_LEVEL_KEYS = ("name", "description", "env", "algorithm", "stop", "checkpoint
 SEARCH_KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint")
 #: Resource amounts Ray accepts as fractions even where RLlib's type hints say int.
 FRACTIONAL_RESOURCES = {
-    "num_cpus_per_env_runner", "num_gpus_per_env_runner", "num_cpus_per_learner",
-    "num_gpus_per_learner", "num_cpus_for_main_process", "num_gpus",
+    "num_cpus_per_env_runner",
+    "num_gpus_per_env_runner",
+    "num_cpus_per_learner",
+    "num_gpus_per_learner",
+    "num_cpus_for_main_process",
+    "num_gpus",
 }
 #: RLlib marks removed keywords with this default value (``ray._common.deprecation``).
 _DEPRECATED_DEFAULT = -1
@@ -148,7 +152,9 @@ def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"{path} is not a text file (not UTF-8); point --config at an experiment YAML file.") from None
+        raise UserError(
+            f"{path} is not a text file (not UTF-8); point --config at an experiment YAML file."
+        ) from None
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror}.") from None
     try:
@@ -159,9 +165,13 @@ def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UserError(f"{path} is not valid YAML{at}: {problem}. Fix the file and run again.") from None
+        raise UserError(
+            f"{path} is not valid YAML{at}: {problem}. Fix the file and run again."
+        ) from None
     if not isinstance(raw, dict):
-        raise UserError(f"{path} must contain a mapping of settings (key: value), not {type(raw).__name__}.")
+        raise UserError(
+            f"{path} must contain a mapping of settings (key: value), not {type(raw).__name__}."
+        )
     raw = apply_overrides(raw, overrides)
     return validate(raw, toolkit, source=str(path))
 
@@ -179,12 +189,16 @@ class _StrictLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise DuplicateKeyError(f"the key '{key}' is given twice (line {key_node.start_mark.line + 1})")
+                raise DuplicateKeyError(
+                    f"the key '{key}' is given twice (line {key_node.start_mark.line + 1})"
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _StrictLoader.construct_mapping)
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _StrictLoader.construct_mapping
+)
 
 
 def read_yaml(text: str):
@@ -197,13 +211,17 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     for item in overrides:
         key_path, sep, text = item.partition("=")
         if not sep or not key_path.strip():
-            raise UserError(f"--set '{item}': expected KEY.PATH=VALUE, e.g. --set training.lr=0.0003")
+            raise UserError(
+                f"--set '{item}': expected KEY.PATH=VALUE, e.g. --set training.lr=0.0003"
+            )
         try:
             value = read_yaml(text)
         except DuplicateKeyError as err:
             raise UserError(f"--set '{item}': {err}.") from None
         except yaml.YAMLError:
-            raise UserError(f"--set '{item}': the value is not valid YAML; quote it, e.g. --set 'a.b=[1, 2]'.") from None
+            raise UserError(
+                f"--set '{item}': the value is not valid YAML; quote it, e.g. --set 'a.b=[1, 2]'."
+            ) from None
         keys = key_path.strip().split(".")
         node = raw
         for depth, key in enumerate(keys[:-1]):
@@ -219,7 +237,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 def _missing_config_message(path: Path, toolkit: str) -> str:
     from ddrl.paths import TRAININGS_DIR
 
-    available = sorted(p.relative_to(TRAININGS_DIR.parent) for p in (TRAININGS_DIR / toolkit).glob("*.yaml"))
+    available = sorted(
+        p.relative_to(TRAININGS_DIR.parent) for p in (TRAININGS_DIR / toolkit).glob("*.yaml")
+    )
     listing = ", ".join(str(p) for p in available) or f"none yet in {TRAININGS_DIR / toolkit}"
     return f"config file '{path}' does not exist. Configs for {toolkit}: {listing}."
 
@@ -261,7 +281,9 @@ def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
                 raise UserError(f"'{group}' must be a mapping of {group}() settings{where}.")
             rllib[group] = _validate_group(defaults, group, settings, where)
     if "env" in rllib.get("environment", {}):
-        raise UserError(f"set the environment with the top-level 'env' key{where}, not environment.env.")
+        raise UserError(
+            f"set the environment with the top-level 'env' key{where}, not environment.env."
+        )
 
     if raw.get("name") is not None:
         from ddrl.paths import check_experiment_name
@@ -319,9 +341,14 @@ def _validate_group(defaults, group: str, settings: dict, where: str) -> dict:
         if key in FRACTIONAL_RESOURCES and allowed is not None:
             allowed = tuple(set(allowed) | {int, float})
         name = f"{group}.{key}"
-        out[key] = _each_candidate(value, lambda v, n=name: value_ranges.check(n, _expect(v, allowed, n)))
+        out[key] = _each_candidate(
+            value, lambda v, n=name: value_ranges.check(n, _expect(v, allowed, n))
+        )
         if key in NESTED_GROUPS and isinstance(out[key], dict):
-            out[key] = {k: _each_candidate(v, lambda v, n=f"{name}.{k}": value_ranges.check(n, v)) for k, v in out[key].items()}
+            out[key] = {
+                k: _each_candidate(v, lambda v, n=f"{name}.{k}": value_ranges.check(n, v))
+                for k, v in out[key].items()
+            }
         if group == "rl_module" and key == "model_config" and isinstance(value, dict):
             _check_model_config_keys(defaults, value, where)
     return out
@@ -340,7 +367,9 @@ def _group_parameters(config_class: type, group: str) -> dict[str, inspect.Param
             continue
         try:  # annotations written as text (``from __future__ import annotations``) -> types
             hints = typing.get_type_hints(method)
-        except Exception:  # a forward reference that does not resolve: keep the text (no type check)
+        except (
+            Exception
+        ):  # a forward reference that does not resolve: keep the text (no type check)
             hints = {}
         for name, param in inspect.signature(method).parameters.items():
             if name != "self" and param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
@@ -356,7 +385,9 @@ def _check_not_deprecated(defaults, group: str, key: str, param: inspect.Paramet
     except AttributeError:
         pass
     if param.default is _DEPRECATED_DEFAULT or param.default == _DEPRECATED_DEFAULT:
-        raise UserError(f"'{group}.{key}' is deprecated in RLlib; see AlgorithmConfig.{group}() for its successor.")
+        raise UserError(
+            f"'{group}.{key}' is deprecated in RLlib; see AlgorithmConfig.{group}() for its successor."
+        )
 
 
 def _check_model_config_keys(defaults, model_config: dict, where: str) -> None:
@@ -516,7 +547,11 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     algo_class = algorithms.get_algorithm_class(experiment.algorithm)
     from ddrl.callbacks import RecordPlacement, SmoothedReturn
 
-    config = algo_class.get_default_config().framework("torch").callbacks([RecordPlacement, SmoothedReturn])
+    config = (
+        algo_class.get_default_config()
+        .framework("torch")
+        .callbacks([RecordPlacement, SmoothedReturn])
+    )
     config.environment(env=experiment.env)
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))

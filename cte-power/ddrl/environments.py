@@ -53,7 +53,8 @@ class Toolkit:
         return sorted(
             env_id
             for env_id, spec in gym.registry.items()
-            if self.entry_point_marker in str(spec.entry_point) + str(spec.kwargs.get("old_entry_point", ""))
+            if self.entry_point_marker
+            in str(spec.entry_point) + str(spec.kwargs.get("old_entry_point", ""))
         )
 
     def spec(self, env_id: str) -> gym.envs.registration.EnvSpec:
@@ -153,14 +154,21 @@ def check_creates(toolkit: str, env_id: str, env_config: dict | None = None) -> 
     except UserError:
         raise
     except ModuleNotFoundError as err:
-        fix = ("pip install 'setuptools<81' (it imports pkg_resources, which setuptools 81 removed)"
-               if err.name == "pkg_resources" else kit.install_hint)
-        raise UserError(f"environment '{env_id}' of toolkit '{toolkit}' cannot be created: it needs the module "
-                        f"'{err.name}', which is not installed. Fix: {fix}") from None
+        fix = (
+            "pip install 'setuptools<81' (it imports pkg_resources, which setuptools 81 removed)"
+            if err.name == "pkg_resources"
+            else kit.install_hint
+        )
+        raise UserError(
+            f"environment '{env_id}' of toolkit '{toolkit}' cannot be created: it needs the module "
+            f"'{err.name}', which is not installed. Fix: {fix}"
+        ) from None
     except Exception as err:  # whatever the env's own code raises: say it in one line
         detail = " ".join(str(err).split())[:300]
-        raise UserError(f"environment '{env_id}' of toolkit '{toolkit}' cannot be created with env_config "
-                        f"{dict(env_config or {})}: {type(err).__name__}: {detail}") from None
+        raise UserError(
+            f"environment '{env_id}' of toolkit '{toolkit}' cannot be created with env_config "
+            f"{dict(env_config or {})}: {type(err).__name__}: {detail}"
+        ) from None
 
 
 def _function(spec: str):

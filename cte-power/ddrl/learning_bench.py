@@ -29,19 +29,53 @@ CURVE_COLUMNS = ("env_steps", "wall_s", "smoothed_return", "eval_return")
 #: Shared hyperparameters (the PPO paper's MuJoCo settings, SB3's defaults for SAC/TD3 with
 #: [256, 256] networks); each system's keywords are derived from these, below.
 HYPERPARAMETERS = {
-    "SAC": {"lr": 3e-4, "gamma": 0.99, "tau": 0.005, "batch_size": 256, "hiddens": [256, 256],
-            "learning_starts": 5000, "buffer_size": 1_000_000, "initial_alpha": 1.0},
-    "TD3": {"lr": 1e-3, "gamma": 0.99, "tau": 0.005, "batch_size": 256, "hiddens": [256, 256],
-            "learning_starts": 5000, "buffer_size": 1_000_000, "exploration_noise": 0.1,
-            "target_noise": 0.2, "target_noise_clip": 0.5, "policy_delay": 2},
-    "PPO": {"lr": 3e-4, "gamma": 0.99, "gae_lambda": 0.95, "clip": 0.2, "num_envs": 8, "rollout": 2048,
-            "minibatch": 64, "epochs": 10, "hiddens": [64, 64], "vf_coef": 0.5, "max_grad_norm": 0.5},
+    "SAC": {
+        "lr": 3e-4,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "batch_size": 256,
+        "hiddens": [256, 256],
+        "learning_starts": 5000,
+        "buffer_size": 1_000_000,
+        "initial_alpha": 1.0,
+    },
+    "TD3": {
+        "lr": 1e-3,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "batch_size": 256,
+        "hiddens": [256, 256],
+        "learning_starts": 5000,
+        "buffer_size": 1_000_000,
+        "exploration_noise": 0.1,
+        "target_noise": 0.2,
+        "target_noise_clip": 0.5,
+        "policy_delay": 2,
+    },
+    "PPO": {
+        "lr": 3e-4,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip": 0.2,
+        "num_envs": 8,
+        "rollout": 2048,
+        "minibatch": 64,
+        "epochs": 10,
+        "hiddens": [64, 64],
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+    },
 }
 DEFAULT_BUDGETS = {"SAC": 50_000, "TD3": 50_000, "PPO": 500_000}
 #: Returns that count as "learned" for the steps-to-threshold columns (per env; override with --threshold).
-DEFAULT_THRESHOLDS = {"HopperBulletEnv-v0": 1000.0, "HalfCheetahBulletEnv-v0": 500.0, "Walker2DBulletEnv-v0": 500.0,
-                      "AntBulletEnv-v0": 800.0, "InvertedPendulumBulletEnv-v0": 950.0,
-                      "InvertedDoublePendulumBulletEnv-v0": 5000.0}
+DEFAULT_THRESHOLDS = {
+    "HopperBulletEnv-v0": 1000.0,
+    "HalfCheetahBulletEnv-v0": 500.0,
+    "Walker2DBulletEnv-v0": 500.0,
+    "AntBulletEnv-v0": 800.0,
+    "InvertedPendulumBulletEnv-v0": 950.0,
+    "InvertedDoublePendulumBulletEnv-v0": 5000.0,
+}
 
 
 @dataclass(frozen=True)
@@ -76,36 +110,80 @@ def log_every(algorithm: str) -> int:
 def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
     """The experiment file (as a dict) that trains ``run`` with ddrl."""
     hp = HYPERPARAMETERS[run.algorithm]
-    raw = {"env": run.env, "algorithm": run.algorithm, "stop": {"env_steps": run.budget},
-           "debugging": {"seed": run.seed},
-           # evaluate() is called by the benchmark itself, so that its time is kept apart
-           "evaluation": {"evaluation_interval": 10**9, "evaluation_duration": eval_episodes,
-                          "evaluation_duration_unit": "episodes", "evaluation_num_env_runners": 0,
-                          "evaluation_config": {"explore": False}}}
+    raw = {
+        "env": run.env,
+        "algorithm": run.algorithm,
+        "stop": {"env_steps": run.budget},
+        "debugging": {"seed": run.seed},
+        # evaluate() is called by the benchmark itself, so that its time is kept apart
+        "evaluation": {
+            "evaluation_interval": 10**9,
+            "evaluation_duration": eval_episodes,
+            "evaluation_duration_unit": "episodes",
+            "evaluation_num_env_runners": 0,
+            "evaluation_config": {"explore": False},
+        },
+    }
     if run.algorithm == "PPO":
         raw["env_runners"] = {"num_env_runners": 0, "num_envs_per_env_runner": hp["num_envs"]}
-        raw["training"] = {"lr": hp["lr"], "gamma": hp["gamma"], "lambda_": hp["gae_lambda"], "clip_param": hp["clip"],
-                           "train_batch_size_per_learner": hp["rollout"], "minibatch_size": hp["minibatch"],
-                           "num_epochs": hp["epochs"], "vf_loss_coeff": hp["vf_coef"], "grad_clip": hp["max_grad_norm"],
-                           "use_kl_loss": False, "entropy_coeff": 0.0, "vf_clip_param": 1e9}
-        raw["rl_module"] = {"model_config": {"fcnet_hiddens": hp["hiddens"], "fcnet_activation": "tanh",
-                                             "free_log_std": True}}
+        raw["training"] = {
+            "lr": hp["lr"],
+            "gamma": hp["gamma"],
+            "lambda_": hp["gae_lambda"],
+            "clip_param": hp["clip"],
+            "train_batch_size_per_learner": hp["rollout"],
+            "minibatch_size": hp["minibatch"],
+            "num_epochs": hp["epochs"],
+            "vf_loss_coeff": hp["vf_coef"],
+            "grad_clip": hp["max_grad_norm"],
+            "use_kl_loss": False,
+            "entropy_coeff": 0.0,
+            "vf_clip_param": 1e9,
+        }
+        raw["rl_module"] = {
+            "model_config": {
+                "fcnet_hiddens": hp["hiddens"],
+                "fcnet_activation": "tanh",
+                "free_log_std": True,
+            }
+        }
         return raw
     raw["env_runners"] = {"num_env_runners": 0, "num_envs_per_env_runner": 1}
-    raw["reporting"] = {"min_sample_timesteps_per_iteration": log_every(run.algorithm), "min_time_s_per_iteration": 0}
-    raw["training"] = {"gamma": hp["gamma"], "tau": hp["tau"], "actor_lr": hp["lr"], "critic_lr": hp["lr"],
-                       "actor_hiddens": hp["hiddens"], "critic_hiddens": hp["hiddens"],
-                       "train_batch_size_per_learner": hp["batch_size"], "updates_per_env_step": 1.0,
-                       "num_steps_sampled_before_learning_starts": hp["learning_starts"],
-                       "replay_buffer_config": {"capacity": hp["buffer_size"]}}
+    raw["reporting"] = {
+        "min_sample_timesteps_per_iteration": log_every(run.algorithm),
+        "min_time_s_per_iteration": 0,
+    }
+    raw["training"] = {
+        "gamma": hp["gamma"],
+        "tau": hp["tau"],
+        "actor_lr": hp["lr"],
+        "critic_lr": hp["lr"],
+        "actor_hiddens": hp["hiddens"],
+        "critic_hiddens": hp["hiddens"],
+        "train_batch_size_per_learner": hp["batch_size"],
+        "updates_per_env_step": 1.0,
+        "num_steps_sampled_before_learning_starts": hp["learning_starts"],
+        "replay_buffer_config": {"capacity": hp["buffer_size"]},
+    }
     if run.algorithm == "SAC":
         raw["training"].update(alpha_lr=hp["lr"], initial_alpha=hp["initial_alpha"], twin_q=True)
     else:
-        raw["training"].update({k: hp[k] for k in ("exploration_noise", "target_noise", "target_noise_clip", "policy_delay")})
+        raw["training"].update(
+            {
+                k: hp[k]
+                for k in ("exploration_noise", "target_noise", "target_noise_clip", "policy_delay")
+            }
+        )
     return raw
 
 
-def train_ours(run: Run, eval_every: int, eval_episodes: int, progress=print, checkpoint_dir: Path | None = None) -> pd.DataFrame:
+def train_ours(
+    run: Run,
+    eval_every: int,
+    eval_episodes: int,
+    progress=print,
+    checkpoint_dir: Path | None = None,
+) -> pd.DataFrame:
     """Train ``run`` with ddrl; with ``checkpoint_dir``, save the final policy there as an
     experiment folder that scripts/render/render-bullet.py --checkpoint accepts."""
     import ray
@@ -117,7 +195,12 @@ def train_ours(run: Run, eval_every: int, eval_episodes: int, progress=print, ch
     torch.set_num_threads(1)
     experiment = config.validate(our_experiment(run, eval_every, eval_episodes), TOOLKIT)
     environments.register_env(TOOLKIT, experiment.env)
-    ray.init(address="local", num_cpus=1, include_dashboard=False, _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}")
+    ray.init(
+        address="local",
+        num_cpus=1,
+        include_dashboard=False,
+        _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}",
+    )
     algo = config.build_algorithm_config(experiment).build_algo()
     rows, trained_s, next_eval = [], 0.0, eval_every
     try:
@@ -127,8 +210,12 @@ def train_ours(run: Run, eval_every: int, eval_episodes: int, progress=print, ch
             result = algo.train()
             trained_s += time.perf_counter() - started
             steps = int(result["num_env_steps_sampled_lifetime"])
-            row = {"env_steps": steps, "wall_s": trained_s,
-                   "smoothed_return": config.result_value(result, config.STOP_METRICS["mean_return"]), "eval_return": None}
+            row = {
+                "env_steps": steps,
+                "wall_s": trained_s,
+                "smoothed_return": config.result_value(result, config.STOP_METRICS["mean_return"]),
+                "eval_return": None,
+            }
             if steps >= next_eval or steps >= run.budget:
                 returns = algo.evaluate()["env_runners"].get(EPISODE_RETURNS, [])
                 row["eval_return"] = float(np.mean(returns)) if len(returns) else None
@@ -160,29 +247,58 @@ def require_sb3():
 def sb3_model(run: Run):
     """The Stable-Baselines3 model that trains ``run`` (the same hyperparameters as ours)."""
     sb3 = require_sb3()
-    from stable_baselines3.common.env_util import make_vec_env
-
     import pybullet_envs_gymnasium  # noqa: F401  (registers the envs)
+    from stable_baselines3.common.env_util import make_vec_env
 
     hp = HYPERPARAMETERS[run.algorithm]
     if run.algorithm == "PPO":
         env = make_vec_env(run.env, n_envs=hp["num_envs"], seed=run.seed)
-        return sb3.PPO("MlpPolicy", env, learning_rate=hp["lr"], n_steps=hp["rollout"] // hp["num_envs"],
-                       batch_size=hp["minibatch"], n_epochs=hp["epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-                       clip_range=hp["clip"], ent_coef=0.0, vf_coef=hp["vf_coef"], max_grad_norm=hp["max_grad_norm"],
-                       policy_kwargs={"net_arch": {"pi": hp["hiddens"], "vf": hp["hiddens"]}}, seed=run.seed, device="cpu")
+        return sb3.PPO(
+            "MlpPolicy",
+            env,
+            learning_rate=hp["lr"],
+            n_steps=hp["rollout"] // hp["num_envs"],
+            batch_size=hp["minibatch"],
+            n_epochs=hp["epochs"],
+            gamma=hp["gamma"],
+            gae_lambda=hp["gae_lambda"],
+            clip_range=hp["clip"],
+            ent_coef=0.0,
+            vf_coef=hp["vf_coef"],
+            max_grad_norm=hp["max_grad_norm"],
+            policy_kwargs={"net_arch": {"pi": hp["hiddens"], "vf": hp["hiddens"]}},
+            seed=run.seed,
+            device="cpu",
+        )
     env = make_vec_env(run.env, n_envs=1, seed=run.seed)
-    common = {"learning_rate": hp["lr"], "buffer_size": hp["buffer_size"], "learning_starts": hp["learning_starts"],
-              "batch_size": hp["batch_size"], "tau": hp["tau"], "gamma": hp["gamma"], "train_freq": 1, "gradient_steps": 1,
-              "policy_kwargs": {"net_arch": {"pi": hp["hiddens"], "qf": hp["hiddens"]}}, "seed": run.seed, "device": "cpu"}
+    common = {
+        "learning_rate": hp["lr"],
+        "buffer_size": hp["buffer_size"],
+        "learning_starts": hp["learning_starts"],
+        "batch_size": hp["batch_size"],
+        "tau": hp["tau"],
+        "gamma": hp["gamma"],
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "policy_kwargs": {"net_arch": {"pi": hp["hiddens"], "qf": hp["hiddens"]}},
+        "seed": run.seed,
+        "device": "cpu",
+    }
     if run.algorithm == "SAC":
         return sb3.SAC("MlpPolicy", env, ent_coef=f"auto_{hp['initial_alpha']}", **common)
     from stable_baselines3.common.noise import NormalActionNoise
 
     dims = env.action_space.shape[0]
     noise = NormalActionNoise(np.zeros(dims), hp["exploration_noise"] * np.ones(dims))
-    return sb3.TD3("MlpPolicy", env, action_noise=noise, policy_delay=hp["policy_delay"], target_policy_noise=hp["target_noise"],
-                   target_noise_clip=hp["target_noise_clip"], **common)
+    return sb3.TD3(
+        "MlpPolicy",
+        env,
+        action_noise=noise,
+        policy_delay=hp["policy_delay"],
+        target_policy_noise=hp["target_noise"],
+        target_noise_clip=hp["target_noise_clip"],
+        **common,
+    )
 
 
 def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> pd.DataFrame:
@@ -209,11 +325,17 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
                 return True
             self.next_log += log_every(run.algorithm)
             buffer = [info["r"] for info in self.model.ep_info_buffer]
-            row = {"env_steps": steps, "wall_s": time.perf_counter() - self.started - self.eval_s,
-                   "smoothed_return": float(np.mean(buffer)) if buffer else None, "eval_return": None}
+            row = {
+                "env_steps": steps,
+                "wall_s": time.perf_counter() - self.started - self.eval_s,
+                "smoothed_return": float(np.mean(buffer)) if buffer else None,
+                "eval_return": None,
+            }
             if steps >= self.next_eval or steps >= run.budget:
                 started = time.perf_counter()
-                mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
+                mean, _ = evaluate_policy(
+                    self.model, eval_env, n_eval_episodes=eval_episodes, deterministic=True
+                )
                 self.eval_s += time.perf_counter() - started
                 row["eval_return"], self.next_eval = float(mean), self.next_eval + eval_every
             rows.append(row)
@@ -224,7 +346,13 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-def train(run: Run, eval_every: int, eval_episodes: int, progress=print, checkpoint_dir: Path | None = None) -> pd.DataFrame:
+def train(
+    run: Run,
+    eval_every: int,
+    eval_episodes: int,
+    progress=print,
+    checkpoint_dir: Path | None = None,
+) -> pd.DataFrame:
     if run.system == "ours":
         return train_ours(run, eval_every, eval_episodes, progress, checkpoint_dir)
     return train_sb3(run, eval_every, eval_episodes, progress)
@@ -237,7 +365,9 @@ def _progress_line(run: Run, row: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- statistics
-def bootstrap_ci(values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci(
+    values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
     """Mean and percentile-bootstrap confidence interval of the mean of ``values`` (one per seed)."""
     values = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     if values.size == 0:
@@ -247,7 +377,11 @@ def bootstrap_ci(values, confidence: float = 0.95, resamples: int = 10_000, seed
     rng = np.random.default_rng(seed)
     means = rng.choice(values, size=(resamples, values.size), replace=True).mean(axis=1)
     tail = (1 - confidence) / 2
-    return float(values.mean()), float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+    return (
+        float(values.mean()),
+        float(np.quantile(means, tail)),
+        float(np.quantile(means, 1 - tail)),
+    )
 
 
 def load_curves(output_dir: Path) -> pd.DataFrame:
@@ -255,10 +389,14 @@ def load_curves(output_dir: Path) -> pd.DataFrame:
     frames = []
     for path in sorted(Path(output_dir).glob("*-seed*.csv")):
         env, algorithm, system, seed = path.stem.rsplit("-", 3)
-        curve = pd.read_csv(path).assign(env=env, algorithm=algorithm, system=system, seed=int(seed.removeprefix("seed")))
+        curve = pd.read_csv(path).assign(
+            env=env, algorithm=algorithm, system=system, seed=int(seed.removeprefix("seed"))
+        )
         frames.append(curve)
     if not frames:
-        raise UserError(f"no benchmark runs in {output_dir} yet; run scripts/bench/learning-benchmark.py first.")
+        raise UserError(
+            f"no benchmark runs in {output_dir} yet; run scripts/bench/learning-benchmark.py first."
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -287,24 +425,42 @@ def table(curves: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
         finals, evals, steps_to, time_to = [], [], [], []
         for _, run in runs.groupby("seed"):
             run = run.sort_values("env_steps")
-            finals.append(run["smoothed_return"].dropna().iloc[-1] if run["smoothed_return"].notna().any() else math.nan)
-            evals.append(run["eval_return"].dropna().iloc[-1] if run["eval_return"].notna().any() else math.nan)
+            finals.append(
+                run["smoothed_return"].dropna().iloc[-1]
+                if run["smoothed_return"].notna().any()
+                else math.nan
+            )
+            evals.append(
+                run["eval_return"].dropna().iloc[-1]
+                if run["eval_return"].notna().any()
+                else math.nan
+            )
             threshold = thresholds.get(env, math.inf)
             steps_to.append(first_reaching(run, threshold, "env_steps"))
             time_to.append(first_reaching(run, threshold, "wall_s"))
         final, low, high = bootstrap_ci(finals)
         eval_mean, eval_low, eval_high = bootstrap_ci(evals)
         reached = [s for s in steps_to if not math.isnan(s)]
-        rows.append({
-            "env": env, "algorithm": algorithm, "system": system, "seeds": len(finals),
-            "env_steps": int(runs["env_steps"].max()),
-            "final_return": final, "ci_low": low, "ci_high": high,
-            "eval_return": eval_mean, "eval_ci_low": eval_low, "eval_ci_high": eval_high,
-            "threshold": thresholds.get(env), "seeds_reaching": len(reached),
-            "steps_to_threshold": float(np.mean(reached)) if reached else math.nan,
-            "seconds_to_threshold": float(np.nanmean(time_to)) if reached else math.nan,
-            "train_seconds": float(runs.groupby("seed")["wall_s"].max().mean()),
-        })
+        rows.append(
+            {
+                "env": env,
+                "algorithm": algorithm,
+                "system": system,
+                "seeds": len(finals),
+                "env_steps": int(runs["env_steps"].max()),
+                "final_return": final,
+                "ci_low": low,
+                "ci_high": high,
+                "eval_return": eval_mean,
+                "eval_ci_low": eval_low,
+                "eval_ci_high": eval_high,
+                "threshold": thresholds.get(env),
+                "seeds_reaching": len(reached),
+                "steps_to_threshold": float(np.mean(reached)) if reached else math.nan,
+                "seconds_to_threshold": float(np.nanmean(time_to)) if reached else math.nan,
+                "train_seconds": float(runs.groupby("seed")["wall_s"].max().mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -317,15 +473,24 @@ def verdicts(summary: pd.DataFrame) -> pd.DataFrame:
         if not set(SYSTEMS) <= set(systems.index):
             continue
         ours, sb3 = systems.loc["ours"], systems.loc["sb3"]
-        rows.append({
-            "env": env, "algorithm": algorithm, "seeds": f"{int(ours['seeds'])}/{int(sb3['seeds'])}",
-            "ours": _with_ci(ours), "sb3": _with_ci(sb3),
-            "ours_eval": _with_ci(ours, "eval_"), "sb3_eval": _with_ci(sb3, "eval_"),
-            "return_ratio": ours["final_return"] / sb3["final_return"] if sb3["final_return"] else math.nan,
-            "time_ratio": ours["train_seconds"] / sb3["train_seconds"],
-            "ours_steps_to_threshold": ours["steps_to_threshold"], "sb3_steps_to_threshold": sb3["steps_to_threshold"],
-            "meets_target": bool(ours["final_return"] >= sb3["ci_low"]),
-        })
+        rows.append(
+            {
+                "env": env,
+                "algorithm": algorithm,
+                "seeds": f"{int(ours['seeds'])}/{int(sb3['seeds'])}",
+                "ours": _with_ci(ours),
+                "sb3": _with_ci(sb3),
+                "ours_eval": _with_ci(ours, "eval_"),
+                "sb3_eval": _with_ci(sb3, "eval_"),
+                "return_ratio": ours["final_return"] / sb3["final_return"]
+                if sb3["final_return"]
+                else math.nan,
+                "time_ratio": ours["train_seconds"] / sb3["train_seconds"],
+                "ours_steps_to_threshold": ours["steps_to_threshold"],
+                "sb3_steps_to_threshold": sb3["steps_to_threshold"],
+                "meets_target": bool(ours["final_return"] >= sb3["ci_low"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -355,8 +520,15 @@ def figure(curves: pd.DataFrame, x: str = "env_steps"):
             runs = on_grid(panel[panel["system"] == system], x, "smoothed_return", grid)
             if runs.size == 0:
                 continue
-            mean, low, high = (np.array(v) for v in zip(*(bootstrap_ci(col) if np.isfinite(col).any() else (np.nan,) * 3
-                                                           for col in runs.T)))
+            mean, low, high = (
+                np.array(v)
+                for v in zip(
+                    *(
+                        bootstrap_ci(col) if np.isfinite(col).any() else (np.nan,) * 3
+                        for col in runs.T
+                    )
+                )
+            )
             (line,) = ax.plot(grid, mean, label=f"{label} (n={len(runs)})")
             ax.fill_between(grid, low, high, alpha=0.25, color=line.get_color())
         ax.set_title(f"{algorithm} on {env}")
@@ -364,7 +536,7 @@ def figure(curves: pd.DataFrame, x: str = "env_steps"):
         ax.set_ylabel("return, last 100 episodes")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle("Learning: ddrl vs Stable-Baselines3, mean and 95% bootstrap CI across seeds")
     fig.tight_layout()
@@ -373,15 +545,25 @@ def figure(curves: pd.DataFrame, x: str = "env_steps"):
 
 def markdown(pairs: pd.DataFrame, summary: pd.DataFrame) -> str:
     """The README's table: every pair, good or bad."""
-    lines = ["| env | algorithm | seeds (ours/SB3) | ours: return [95% CI] | SB3: return [95% CI] | ours / SB3 "
-             "| ours eval | SB3 eval | env steps to threshold (ours / SB3) | training time ours / SB3 | within or above SB3's CI |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| env | algorithm | seeds (ours/SB3) | ours: return [95% CI] | SB3: return [95% CI] | ours / SB3 "
+        "| ours eval | SB3 eval | env steps to threshold (ours / SB3) | training time ours / SB3 | within or above SB3's CI |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in pairs.itertuples():
         threshold = summary[(summary["env"] == row.env)]["threshold"].iloc[0]
-        steps = " / ".join("not reached" if math.isnan(s) else f"{s:,.0f}"
-                           for s in (row.ours_steps_to_threshold, row.sb3_steps_to_threshold))
-        steps = f"{steps} (≥ {threshold:g})" if threshold is not None and not math.isnan(threshold) else "no threshold set"
-        lines.append(f"| {row.env} | {row.algorithm} | {row.seeds} | {row.ours} | {row.sb3} | {row.return_ratio:.2f} "
-                     f"| {row.ours_eval} | {row.sb3_eval} | {steps} | {row.time_ratio:.2f} "
-                     f"| {'yes' if row.meets_target else '**no**'} |")
+        steps = " / ".join(
+            "not reached" if math.isnan(s) else f"{s:,.0f}"
+            for s in (row.ours_steps_to_threshold, row.sb3_steps_to_threshold)
+        )
+        steps = (
+            f"{steps} (≥ {threshold:g})"
+            if threshold is not None and not math.isnan(threshold)
+            else "no threshold set"
+        )
+        lines.append(
+            f"| {row.env} | {row.algorithm} | {row.seeds} | {row.ours} | {row.sb3} | {row.return_ratio:.2f} "
+            f"| {row.ours_eval} | {row.sb3_eval} | {steps} | {row.time_ratio:.2f} "
+            f"| {'yes' if row.meets_target else '**no**'} |"
+        )
     return "\n".join(lines) + "\n"

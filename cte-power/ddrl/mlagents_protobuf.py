@@ -36,7 +36,9 @@ def install() -> None:
 
             serialized = None
             for node in ast.walk(ast.parse(Path(self.path).read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module == _MLAGENTS_MESSAGES.rstrip("."):
+                if isinstance(node, ast.ImportFrom) and node.module == _MLAGENTS_MESSAGES.rstrip(
+                    "."
+                ):
                     for alias in node.names:  # the messages this file's messages use
                         importlib.import_module(_MLAGENTS_MESSAGES + alias.name)
                 if isinstance(node, ast.keyword) and node.arg == "serialized_pb":
@@ -58,9 +60,9 @@ def install() -> None:
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is None or spec.origin is None:
                 return None
-            return importlib.util.spec_from_file_location(name, spec.origin, loader=Loader(spec.origin))
+            return importlib.util.spec_from_file_location(
+                name, spec.origin, loader=Loader(spec.origin)
+            )
 
     if not any(type(f).__name__ == "MLAgentsMessagesFinder" for f in sys.meta_path):
         sys.meta_path.insert(0, MLAgentsMessagesFinder())
-
-

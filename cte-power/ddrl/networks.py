@@ -8,7 +8,9 @@ from torch import nn
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
 
 
-def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str, output: nn.Module | None = None) -> nn.Sequential:
+def mlp(
+    in_dim: int, hiddens: list[int], out_dim: int, activation: str, output: nn.Module | None = None
+) -> nn.Sequential:
     layers, last = [], in_dim
     for width in hiddens:
         layers += [nn.Linear(last, width), ACTIVATIONS[activation]()]
@@ -19,7 +21,9 @@ def mlp(in_dim: int, hiddens: list[int], out_dim: int, activation: str, output: 
     return nn.Sequential(*layers)
 
 
-def q_values(critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
+def q_values(
+    critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor
+) -> list[torch.Tensor]:
     """Q(s, a) of each critic, shape (batch,)."""
     inputs = torch.cat([obs, actions], dim=-1)
     return [critic(inputs).squeeze(-1) for critic in critics]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -48,7 +47,9 @@ class LeanOffPolicy:
         self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
         transitions = episodes_to_transitions(episodes)
 
-        sampled_lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        sampled_lifetime = self.metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
+        )
         if sampled_lifetime >= self.config.num_steps_sampled_before_learning_starts:
             self._pending_updates += len(transitions["rewards"]) * self.config.replay_ratio()
         num_updates = int(self._pending_updates)
@@ -56,13 +57,17 @@ class LeanOffPolicy:
 
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             results = self.learner_group.foreach_learner(
-                lambda learner, **kw: learner.lean_update(**kw), transitions=transitions, num_updates=num_updates
+                lambda learner, **kw: learner.lean_update(**kw),
+                transitions=transitions,
+                num_updates=num_updates,
             )
         stats = next(iter(results)).get()  # one learner
         if stats:
             self.metrics.log_dict(stats, key=(LEARNER_RESULTS, DEFAULT_MODULE_ID), window=1)
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-                self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
+                self.env_runner_group.sync_weights(
+                    from_worker_or_learner_group=self.learner_group, inference_only=True
+                )
 
 
 def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
@@ -79,7 +84,9 @@ def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
         observations = np.asarray(episode.get_observations(slice(0, steps + 1)), dtype=np.float32)
         parts["obs"].append(observations[:-1].reshape(steps, -1))
         parts["next_obs"].append(observations[1:].reshape(steps, -1))
-        parts["actions"].append(np.asarray(episode.get_actions(slice(0, steps)), dtype=np.float32).reshape(steps, -1))
+        parts["actions"].append(
+            np.asarray(episode.get_actions(slice(0, steps)), dtype=np.float32).reshape(steps, -1)
+        )
         parts["rewards"].append(np.asarray(episode.get_rewards(slice(0, steps)), dtype=np.float32))
         terminateds = np.zeros(steps, dtype=np.float32)
         terminateds[-1] = float(episode.is_terminated)
@@ -95,7 +102,9 @@ class LeanOffPolicyLearner(TorchLearner):
 
     def build(self) -> None:
         super().build()
-        self.replay = TransitionBuffer(self.config.replay_buffer_config["capacity"], device=self._device)
+        self.replay = TransitionBuffer(
+            self.config.replay_buffer_config["capacity"], device=self._device
+        )
         self.generator = torch.Generator(device=self._device)
         if self.config.seed is not None:
             self.generator.manual_seed(int(self.config.seed))
@@ -106,8 +115,13 @@ class LeanOffPolicyLearner(TorchLearner):
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         for name, params, lr in self.optimizer_groups(self._module[module_id], config):
-            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
-                                    params=params, lr_or_lr_schedule=lr)
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=name,
+                optimizer=torch.optim.Adam(params),
+                params=params,
+                lr_or_lr_schedule=lr,
+            )
 
     def store_and_check_ready(self, transitions: dict | None, num_updates: int) -> bool:
         """Add the new transitions; True if ``num_updates`` > 0 and a full minibatch is stored."""
@@ -116,7 +130,9 @@ class LeanOffPolicyLearner(TorchLearner):
         return num_updates > 0 and len(self.replay) >= self.config.train_batch_size_per_learner
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        raise NotImplementedError(f"{type(self).__name__} trains through lean_update, not Learner.update")
+        raise NotImplementedError(
+            f"{type(self).__name__} trains through lean_update, not Learner.update"
+        )
 
     def get_state(self, *args, **kwargs):
         state = super().get_state(*args, **kwargs)

@@ -26,7 +26,12 @@ def convert_space(space: Any) -> gym.spaces.Space:
         return space
     kind = type(space).__name__
     if kind == "Box" or hasattr(space, "low") and hasattr(space, "high"):
-        return gym.spaces.Box(low=np.asarray(space.low), high=np.asarray(space.high), shape=space.shape, dtype=space.dtype)
+        return gym.spaces.Box(
+            low=np.asarray(space.low),
+            high=np.asarray(space.high),
+            shape=space.shape,
+            dtype=space.dtype,
+        )
     if kind == "Discrete":
         return gym.spaces.Discrete(int(space.n))
     if kind == "MultiDiscrete":
@@ -80,13 +85,22 @@ class OldGymEnv(gym.Env):
         self.env.close()
 
 
-def make_old_gym_env(old_entry_point: str, old_kwargs: dict | None = None, render_mode: str | None = None, **kwargs):
+def make_old_gym_env(
+    old_entry_point: str, old_kwargs: dict | None = None, render_mode: str | None = None, **kwargs
+):
     """Gymnasium entry point: build the old environment from its own entry point, then wrap it."""
-    creator = load_env_creator(old_entry_point) if isinstance(old_entry_point, str) else old_entry_point
+    creator = (
+        load_env_creator(old_entry_point) if isinstance(old_entry_point, str) else old_entry_point
+    )
     return OldGymEnv(creator(**{**(old_kwargs or {}), **kwargs}), render_mode=render_mode)
 
 
-def register_old_gym_env(env_id: str, old_entry_point: str, max_episode_steps: int | None = None, old_kwargs: dict | None = None) -> None:
+def register_old_gym_env(
+    env_id: str,
+    old_entry_point: str,
+    max_episode_steps: int | None = None,
+    old_kwargs: dict | None = None,
+) -> None:
     """Register one old-API environment with Gymnasium under ``env_id``."""
     if env_id in gym.registry:
         return

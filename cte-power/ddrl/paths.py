@@ -50,7 +50,11 @@ def check_writable_dir(path: Path, what: str) -> None:
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise UserError(f"{what} {path} cannot be created: {existing} is a file, not a folder. Choose another {what}.")
+        raise UserError(
+            f"{what} {path} cannot be created: {existing} is a file, not a folder. Choose another {what}."
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{what} {path} cannot be created or written: no write permission on {existing}. "
-                        f"Choose another {what}.")
+        raise UserError(
+            f"{what} {path} cannot be created or written: no write permission on {existing}. "
+            f"Choose another {what}."
+        )

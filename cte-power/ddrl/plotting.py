@@ -38,7 +38,9 @@ def learning_curves(summary: pd.DataFrame, group_by: str = "algorithm", title: s
     """Mean return against env steps and against wall-clock time, one line (+- spread) per group."""
     data = summary.dropna(subset=["return_mean"])
     if data.empty:
-        raise UserError("the summaries hold no episode returns yet (no episode finished); train longer.")
+        raise UserError(
+            "the summaries hold no episode returns yet (no episode finished); train longer."
+        )
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
     longest = data["time_total_s"].max()
     scale, unit = (3600, "h") if longest > 7200 else (60, "min") if longest > 120 else (1, "s")
@@ -49,11 +51,21 @@ def learning_curves(summary: pd.DataFrame, group_by: str = "algorithm", title: s
         for ax, x, these in ((by_steps, "env_steps", runs), (by_time, "wall", timed)):
             line = _band(ax, these, x, f"{group}, training" if has_eval else str(group))
             if has_eval:  # same colour, dashed: the evaluation rounds of the same runs
-                _band(ax, these, x, f"{group}, evaluation", "eval_return", linestyle="--", color=line.get_color())
+                _band(
+                    ax,
+                    these,
+                    x,
+                    f"{group}, evaluation",
+                    "eval_return",
+                    linestyle="--",
+                    color=line.get_color(),
+                )
     by_steps.set_xlabel("env steps")
     by_time.set_xlabel(f"wall-clock time ({unit})")
     for ax in (by_steps, by_time):
-        ax.set_ylabel("mean episode return (last 100 episodes)" + ("; dashed: evaluation" if has_eval else ""))
+        ax.set_ylabel(
+            "mean episode return (last 100 episodes)" + ("; dashed: evaluation" if has_eval else "")
+        )
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title or f"Learning curves: {', '.join(sorted(data['env'].dropna().unique()))}")
@@ -65,27 +77,43 @@ def scaling(timings: pd.DataFrame, algorithm: str):
     """Iteration time, speed-up (with the ideal line) and efficiency against env runners, log-log."""
     rows = timings[timings["algorithm"] == algorithm]
     if rows.empty:
-        raise UserError(f"no timings for algorithm {algorithm}; have: {', '.join(sorted(timings['algorithm'].unique()))}.")
+        raise UserError(
+            f"no timings for algorithm {algorithm}; have: {', '.join(sorted(timings['algorithm'].unique()))}."
+        )
     fig, (time_ax, speed_ax, eff_ax) = plt.subplots(1, 3, figsize=(15, 4.5))
     sources = rows["source"].unique() if "source" in rows.columns else [None]
     for source in sources:
         of_source = rows if source is None else rows[rows["source"] == source]
         for series, points in of_source.groupby("series"):
             points = points.groupby("num_env_runners", as_index=False).agg(
-                iteration_time_s=("iteration_time_s", "mean"), series_speedup=("series_speedup", "mean"), efficiency=("efficiency", "mean")
+                iteration_time_s=("iteration_time_s", "mean"),
+                series_speedup=("series_speedup", "mean"),
+                efficiency=("efficiency", "mean"),
             )
             label = f"{series}" + (f" ({source})" if source else "")
-            style = {**SERIES_STYLE.get(series, {}), "linestyle": "--" if source == "thesis" else "-"}
-            time_ax.plot(points["num_env_runners"], points["iteration_time_s"], label=label, **style)
+            style = {
+                **SERIES_STYLE.get(series, {}),
+                "linestyle": "--" if source == "thesis" else "-",
+            }
+            time_ax.plot(
+                points["num_env_runners"], points["iteration_time_s"], label=label, **style
+            )
             speed_ax.plot(points["num_env_runners"], points["series_speedup"], label=label, **style)
             eff_ax.plot(points["num_env_runners"], points["efficiency"], label=label, **style)
     runners = np.array(sorted(rows["num_env_runners"].clip(lower=1).unique()), dtype=float)
     ideal = np.geomspace(runners.min(), max(runners.max(), runners.min() * 2), 50)
     speed_ax.plot(ideal, ideal / ideal[0], color="grey", linestyle=":", label="ideal (linear)")
     eff_ax.axhline(1.0, color="grey", linestyle=":", label="ideal")
-    for ax, ylabel in ((time_ax, "seconds per iteration"), (speed_ax, "speed-up vs fewest runners"), (eff_ax, "parallel efficiency")):
+    for ax, ylabel in (
+        (time_ax, "seconds per iteration"),
+        (speed_ax, "speed-up vs fewest runners"),
+        (eff_ax, "parallel efficiency"),
+    ):
         ax.set_xscale("symlog", linthresh=1)  # 0 runners (sampling on the driver) stays visible
-        ax.set_xlim(left=0 if rows["num_env_runners"].min() == 0 else runners.min() / 1.3, right=runners.max() * 1.3)
+        ax.set_xlim(
+            left=0 if rows["num_env_runners"].min() == 0 else runners.min() / 1.3,
+            right=runners.max() * 1.3,
+        )
         ax.set_xlabel("env runners")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
@@ -107,13 +135,24 @@ def time_breakdown(timings: pd.DataFrame, algorithm: str):
     needed = ["sampling_s", "learning_s", "sync_s", "timer_iteration_s"]
     missing = [c for c in needed if c not in timings.columns or timings[c].isna().all()]
     if missing:
-        raise UserError(f"the timings lack {', '.join(missing)}: they come from our summaries (summarize-data.py), not the thesis CSV.")
-    rows = timings[timings["algorithm"] == algorithm].groupby(["num_env_runners", "series"], as_index=False).mean(numeric_only=True)
+        raise UserError(
+            f"the timings lack {', '.join(missing)}: they come from our summaries (summarize-data.py), not the thesis CSV."
+        )
+    rows = (
+        timings[timings["algorithm"] == algorithm]
+        .groupby(["num_env_runners", "series"], as_index=False)
+        .mean(numeric_only=True)
+    )
     if rows.empty:
         raise UserError(f"no timings for algorithm {algorithm}.")
-    shares = pd.DataFrame({c.removesuffix("_s"): rows[c] / rows["timer_iteration_s"] for c in needed[:3]})
+    shares = pd.DataFrame(
+        {c.removesuffix("_s"): rows[c] / rows["timer_iteration_s"] for c in needed[:3]}
+    )
     shares["other"] = (1 - shares.sum(axis=1)).clip(lower=0)
-    labels = [f"{int(r.num_env_runners)}" + (" +GPU" if r.series == "with GPU" else "") for r in rows.itertuples()]
+    labels = [
+        f"{int(r.num_env_runners)}" + (" +GPU" if r.series == "with GPU" else "")
+        for r in rows.itertuples()
+    ]
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(labels)), 4.5))
     bottom = np.zeros(len(rows))
     for part in shares.columns:
@@ -131,11 +170,19 @@ def time_breakdown(timings: pd.DataFrame, algorithm: str):
 def costs(cost_table: pd.DataFrame, column_prefix: str, title: str):
     """Cost per configuration and instance type, grouped bars."""
     columns = [c for c in cost_table.columns if c.startswith(column_prefix)]
-    labels = [f"{r.algorithm} {int(r.num_env_runners)}r" + (" +GPU" if r.num_gpus else "") for r in cost_table.itertuples()]
+    labels = [
+        f"{r.algorithm} {int(r.num_env_runners)}r" + (" +GPU" if r.num_gpus else "")
+        for r in cost_table.itertuples()
+    ]
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(labels)), 4.5))
     width = 0.8 / max(len(columns), 1)
     for i, column in enumerate(columns):
-        ax.bar(np.arange(len(labels)) + i * width, cost_table[column], width, label=column.removeprefix(column_prefix))
+        ax.bar(
+            np.arange(len(labels)) + i * width,
+            cost_table[column],
+            width,
+            label=column.removeprefix(column_prefix),
+        )
     ax.set_xticks(np.arange(len(labels)) + width * (len(columns) - 1) / 2, labels)
     ax.set_ylabel("USD")
     ax.set_title(title)

@@ -21,7 +21,11 @@ from ray.rllib.utils.annotations import override
 class PPOTorchLearner(RLlibPPOTorchLearner):
     @override(RLlibPPOTorchLearner)
     def apply_gradients(self, gradients_dict) -> None:
-        if not gradients_dict or self._grad_scalers is not None or self._lr_scheduler_classes is not None:
+        if (
+            not gradients_dict
+            or self._grad_scalers is not None
+            or self._lr_scheduler_classes is not None
+        ):
             return super().apply_gradients(gradients_dict)
         total_norm = torch.nn.utils.get_total_norm(list(gradients_dict.values()))
         if not torch.isfinite(total_norm):  # RLlib's path: warn, zero the nan/inf gradients, step

@@ -34,7 +34,11 @@ def start_ray(resources: Resources | None = None) -> str:
     if attaching():
         address = os.environ["RAY_ADDRESS"]
         # DDRL_NODE_IP: the address the job's launcher pinned its nodes to (one-host clusters)
-        node_ip = {"_node_ip_address": os.environ["DDRL_NODE_IP"]} if os.environ.get("DDRL_NODE_IP") else {}
+        node_ip = (
+            {"_node_ip_address": os.environ["DDRL_NODE_IP"]}
+            if os.environ.get("DDRL_NODE_IP")
+            else {}
+        )
         ray.init(address=address, logging_level=logging.WARNING, runtime_env=runtime_env, **node_ip)
         nodes = [n for n in ray.nodes() if n["Alive"]]
         return f"attached to the Ray cluster at {address} ({len(nodes)} node(s))"
@@ -49,7 +53,11 @@ def start_ray(resources: Resources | None = None) -> str:
         runtime_env=runtime_env,
         **kwargs,
     )
-    return f"started a local Ray with {resources} ({resources.source})" if resources else "started a local Ray"
+    return (
+        f"started a local Ray with {resources} ({resources.source})"
+        if resources
+        else "started a local Ray"
+    )
 
 
 def stop_ray() -> None:

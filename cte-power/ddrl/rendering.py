@@ -45,13 +45,19 @@ def _checkpoints(trial: Path) -> list[Path]:
 
 
 def _trials(experiment: Path) -> list[Path]:
-    return sorted(p for p in experiment.iterdir() if p.is_dir() and (_checkpoints(p) or (p / "params.json").is_file()))
+    return sorted(
+        p
+        for p in experiment.iterdir()
+        if p.is_dir() and (_checkpoints(p) or (p / "params.json").is_file())
+    )
 
 
 def _latest_checkpoint(trial: Path) -> Path:
     checkpoints = _checkpoints(trial)
     if not checkpoints:
-        raise UserError(f"trial {trial} has no checkpoint yet. Train longer, or set checkpoint.every / checkpoint.at_end.")
+        raise UserError(
+            f"trial {trial} has no checkpoint yet. Train longer, or set checkpoint.every / checkpoint.at_end."
+        )
     return checkpoints[-1]
 
 
@@ -62,13 +68,19 @@ def _best_trial(experiment: Path) -> tuple[Path, float]:
         returns = []
         if (trial / "result.json").is_file():
             for line in (trial / "result.json").read_text().splitlines():
-                value = json.loads(line).get("env_runners", {}).get("episode_return_mean") if line.strip() else None
+                value = (
+                    json.loads(line).get("env_runners", {}).get("episode_return_mean")
+                    if line.strip()
+                    else None
+                )
                 if isinstance(value, (int, float)) and not np.isnan(value):
                     returns.append(value)
         if returns and _checkpoints(trial):
             scored.append((max(returns), trial))
     if not scored:
-        raise UserError(f"no trial of {experiment} has both results and a checkpoint; cannot pick the best.")
+        raise UserError(
+            f"no trial of {experiment} has both results and a checkpoint; cannot pick the best."
+        )
     best_return, trial = max(scored)
     return trial, best_return
 
@@ -106,7 +118,9 @@ def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = Fals
             trials = _trials(path)
             if not trials:
                 raise UserError(f"experiment {path} has no trials yet.")
-            trial = max(trials, key=lambda t: max((c.stat().st_mtime for c in _checkpoints(t)), default=0))
+            trial = max(
+                trials, key=lambda t: max((c.stat().st_mtime for c in _checkpoints(t)), default=0)
+            )
             why += ", its latest trial"
         checkpoint = _latest_checkpoint(trial)
         why += f", latest checkpoint {checkpoint.name}"
@@ -124,12 +138,24 @@ def _run_info(checkpoint: Path, trial: Path, why: str) -> RunInfo:
     if experiment_file.is_file():
         experiment = yaml.safe_load(experiment_file.read_text())
         env_config = (experiment.get("environment") or {}).get("env_config") or {}
-        return RunInfo(checkpoint, trial, experiment.get("toolkit"), experiment["env"], experiment["algorithm"], env_config, why)
+        return RunInfo(
+            checkpoint,
+            trial,
+            experiment.get("toolkit"),
+            experiment["env"],
+            experiment["algorithm"],
+            env_config,
+            why,
+        )
     if params_file.is_file():  # a Tune trial made outside our scripts
         params = json.loads(params_file.read_text())
         env_config = params.get("env_config") or {}
-        return RunInfo(checkpoint, trial, None, params["env"], trial.name.split("_")[0], env_config, why)
-    raise UserError(f"cannot tell which environment {checkpoint} was trained on: no {experiment_file} or {params_file}.")
+        return RunInfo(
+            checkpoint, trial, None, params["env"], trial.name.split("_")[0], env_config, why
+        )
+    raise UserError(
+        f"cannot tell which environment {checkpoint} was trained on: no {experiment_file} or {params_file}."
+    )
 
 
 def _train_script(toolkit: str) -> str:
@@ -168,11 +194,19 @@ class Policy:
 
         try:
             self.module = RLModule.from_checkpoint(
-                checkpoint / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
+                checkpoint
+                / COMPONENT_LEARNER_GROUP
+                / COMPONENT_LEARNER
+                / COMPONENT_RL_MODULE
+                / DEFAULT_MODULE_ID
             )
             runner = checkpoint / COMPONENT_ENV_RUNNER
-            self.env_to_module = EnvToModulePipeline.from_checkpoint(runner / COMPONENT_ENV_TO_MODULE_CONNECTOR)
-            self.module_to_env = ModuleToEnvPipeline.from_checkpoint(runner / COMPONENT_MODULE_TO_ENV_CONNECTOR)
+            self.env_to_module = EnvToModulePipeline.from_checkpoint(
+                runner / COMPONENT_ENV_TO_MODULE_CONNECTOR
+            )
+            self.module_to_env = ModuleToEnvPipeline.from_checkpoint(
+                runner / COMPONENT_MODULE_TO_ENV_CONNECTOR
+            )
         except Exception as err:  # pickles, missing files, shape mismatches: all mean the same here
             raise UserError(
                 f"cannot load the policy from {checkpoint}: {type(err).__name__}: {' '.join(str(err).split())[:300]}. "
@@ -187,11 +221,21 @@ class Policy:
         from ray.rllib.core.columns import Columns
 
         shared_data = {}
-        batch = self.env_to_module(episodes=[episode], rl_module=self.module, explore=explore, shared_data=shared_data)
+        batch = self.env_to_module(
+            episodes=[episode], rl_module=self.module, explore=explore, shared_data=shared_data
+        )
         with torch.no_grad():
-            out = self.module.forward_exploration(batch) if explore else self.module.forward_inference(batch)
+            out = (
+                self.module.forward_exploration(batch)
+                if explore
+                else self.module.forward_inference(batch)
+            )
         to_env = self.module_to_env(
-            batch=out, episodes=[episode], rl_module=self.module, explore=explore, shared_data=shared_data
+            batch=out,
+            episodes=[episode],
+            rl_module=self.module,
+            explore=explore,
+            shared_data=shared_data,
         )
         action = to_env.pop(Columns.ACTIONS)[0]
         env_action = to_env.pop(Columns.ACTIONS_FOR_ENV, [action])[0]
@@ -202,19 +246,25 @@ class Policy:
 def make_render_env(toolkit: str, env_id: str, env_config: dict, width: int, height: int):
     kwargs = dict(env_config)
     kwargs["render_mode"] = "rgb_array"
-    if toolkit == "gym" and "mujoco" in str(environments.get_toolkit(toolkit).spec(env_id).entry_point):
+    if toolkit == "gym" and "mujoco" in str(
+        environments.get_toolkit(toolkit).spec(env_id).entry_point
+    ):
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless; osmesa also works
         kwargs.update(width=width, height=height)
     env = environments.make_env(toolkit, env_id, kwargs)
     unwrapped = env.unwrapped
-    while not hasattr(unwrapped, "_render_width") and hasattr(unwrapped, "env"):  # old gym API: the wrapped env
+    while not hasattr(unwrapped, "_render_width") and hasattr(
+        unwrapped, "env"
+    ):  # old gym API: the wrapped env
         unwrapped = getattr(unwrapped.env, "unwrapped", unwrapped.env)
     if hasattr(unwrapped, "_render_width"):  # PyBullet: its camera already follows the robot
         unwrapped._render_width, unwrapped._render_height = width, height
     return env
 
 
-def play(env, policy: Policy, episodes: int, max_steps: int | None, seed: int, explore: bool, on_frame) -> list[dict]:
+def play(
+    env, policy: Policy, episodes: int, max_steps: int | None, seed: int, explore: bool, on_frame
+) -> list[dict]:
     """Run episodes, calling ``on_frame(rgb)`` after reset and after every step."""
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
@@ -223,16 +273,33 @@ def play(env, policy: Policy, episodes: int, max_steps: int | None, seed: int, e
         obs, _ = env.reset(seed=seed + index)
         on_frame(env.render())
         episode = SingleAgentEpisode(
-            observations=[obs], observation_space=env.observation_space, action_space=env.action_space
+            observations=[obs],
+            observation_space=env.observation_space,
+            action_space=env.action_space,
         )
         total, steps, done = 0.0, 0, False
         while not done and (max_steps is None or steps < max_steps):
             env_action, action, extra = policy.act(episode, explore)
             obs, reward, terminated, truncated, _ = env.step(env_action)
-            episode.add_env_step(obs, action, reward, terminated=terminated, truncated=truncated, extra_model_outputs=extra)
+            episode.add_env_step(
+                obs,
+                action,
+                reward,
+                terminated=terminated,
+                truncated=truncated,
+                extra_model_outputs=extra,
+            )
             total, steps, done = total + float(reward), steps + 1, terminated or truncated
             on_frame(env.render())
-        stats.append({"episode": index, "seed": seed + index, "return": total, "length": steps, "terminated": bool(terminated)})
+        stats.append(
+            {
+                "episode": index,
+                "seed": seed + index,
+                "return": total,
+                "length": steps,
+                "terminated": bool(terminated),
+            }
+        )
     return stats
 
 
@@ -251,7 +318,9 @@ def check_output(path: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise UserError(f"cannot write the video to {path}: {err.strerror}. Choose another --output.") from None
+        raise UserError(
+            f"cannot write the video to {path}: {err.strerror}. Choose another --output."
+        ) from None
 
 
 class VideoWriter:
@@ -263,7 +332,9 @@ class VideoWriter:
             self._writer = imageio.get_writer(path, mode="I", duration=1000 / fps, loop=0)
         else:
             # macro_block_size=1: keep odd sizes as asked instead of rounding them up to 16
-            self._writer = imageio.get_writer(path, fps=fps, codec="libx264", quality=7, macro_block_size=1)
+            self._writer = imageio.get_writer(
+                path, fps=fps, codec="libx264", quality=7, macro_block_size=1
+            )
         self.frames = 0
 
     def __call__(self, frame: np.ndarray) -> None:
@@ -308,7 +379,9 @@ class FrameStrip:
 
         stills = self.stills()
         height, width = stills[0][1].shape[:2]
-        fig, axes = plt.subplots(1, len(stills), figsize=(2.2 * len(stills) * width / height, 2.6), squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(stills), figsize=(2.2 * len(stills) * width / height, 2.6), squeeze=False
+        )
         for ax, (index, frame) in zip(axes[0], stills):
             ax.imshow(frame)
             ax.set_title(f"frame {index}", fontsize=9)
@@ -320,8 +393,15 @@ class FrameStrip:
         return path
 
 
-def write_summary(path: Path, info: RunInfo, stats: list[dict], explore: bool, frames: int, fps: int,
-                  strip: Path | None = None) -> Path:
+def write_summary(
+    path: Path,
+    info: RunInfo,
+    stats: list[dict],
+    explore: bool,
+    frames: int,
+    fps: int,
+    strip: Path | None = None,
+) -> Path:
     summary = path.with_suffix(".json")
     summary.write_text(
         json.dumps(

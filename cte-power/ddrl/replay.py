@@ -32,7 +32,9 @@ class TransitionBuffer:
 
     def add(self, batch: dict) -> None:
         """Append a batch of transitions (dict of equal-length arrays/tensors), overwriting the oldest."""
-        batch = {k: torch.as_tensor(batch[k], dtype=torch.float32, device=self.device) for k in FIELDS}
+        batch = {
+            k: torch.as_tensor(batch[k], dtype=torch.float32, device=self.device) for k in FIELDS
+        }
         n = len(batch["rewards"])
         if n == 0:
             return
@@ -47,7 +49,9 @@ class TransitionBuffer:
         self.next_index = (self.next_index + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> dict[str, torch.Tensor]:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         index = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)

@@ -61,7 +61,11 @@ def slurm_allocation(environ: dict | None = None) -> Resources | None:
         if value.isdigit():
             gpus = int(value)
             break
-    return Resources(cpus, gpus, f"the Slurm allocation of job {env['SLURM_JOB_ID']} ({cpu_source}, {gpus} GPU(s))")
+    return Resources(
+        cpus,
+        gpus,
+        f"the Slurm allocation of job {env['SLURM_JOB_ID']} ({cpu_source}, {gpus} GPU(s))",
+    )
 
 
 def this_machine() -> Resources:
@@ -84,7 +88,11 @@ def ray_cluster() -> Resources:
     import ray
 
     total = ray.cluster_resources()
-    return Resources(total.get("CPU", 0), total.get("GPU", 0), f"the Ray cluster at {ray.get_runtime_context().gcs_address}")
+    return Resources(
+        total.get("CPU", 0),
+        total.get("GPU", 0),
+        f"the Ray cluster at {ray.get_runtime_context().gcs_address}",
+    )
 
 
 def check_fits(required: Resources, granted: Resources) -> None:

@@ -26,8 +26,12 @@ def timings_from_summaries(summary: pd.DataFrame, skip_first: int = 1) -> pd.Dat
     """Mean iteration time per trial (configuration), leaving out warm-up iterations."""
     timed = summary[summary["iteration"] > skip_first]
     if timed.empty:
-        raise UserError(f"every trial has at most {skip_first} iteration(s); run more to time them.")
-    grouped = timed.groupby(["experiment", "trial", "algorithm", "num_env_runners", "num_gpus"], as_index=False)
+        raise UserError(
+            f"every trial has at most {skip_first} iteration(s); run more to time them."
+        )
+    grouped = timed.groupby(
+        ["experiment", "trial", "algorithm", "num_env_runners", "num_gpus"], as_index=False
+    )
     table = grouped.agg(
         iteration_time_s=("time_this_iter_s", "mean"),
         # RLlib's timers are moving averages: their last value is the most settled
@@ -42,7 +46,11 @@ def timings_from_summaries(summary: pd.DataFrame, skip_first: int = 1) -> pd.Dat
 
 
 def timings_from_thesis(thesis: pd.DataFrame) -> pd.DataFrame:
-    missing = [c for c in ("algorithm", "num_workers", "num_gpus", "iteration_time_s") if c not in thesis.columns]
+    missing = [
+        c
+        for c in ("algorithm", "num_workers", "num_gpus", "iteration_time_s")
+        if c not in thesis.columns
+    ]
     if missing:
         raise UserError(f"the thesis CSV lacks the columns {', '.join(missing)}.")
     table = thesis.rename(columns={"num_workers": "num_env_runners"}).copy()
@@ -79,7 +87,13 @@ def speedup_table(table: pd.DataFrame, algorithm: str, fmt: str) -> str:
         raise UserError(f"no timings for algorithm {algorithm}.")
     header = ["Env runners", "GPUs", "Iteration time (s)", "Speed-up", "Efficiency"]
     body = [
-        [f"{r.num_env_runners:g}", f"{r.num_gpus:g}", f"{r.iteration_time_s:.2f}", f"{r.speedup:.2f}", f"{r.efficiency:.2f}"]
+        [
+            f"{r.num_env_runners:g}",
+            f"{r.num_gpus:g}",
+            f"{r.iteration_time_s:.2f}",
+            f"{r.speedup:.2f}",
+            f"{r.efficiency:.2f}",
+        ]
         for r in rows.itertuples()
     ]
     if fmt == "markdown":
@@ -96,7 +110,12 @@ def speedup_table(table: pd.DataFrame, algorithm: str, fmt: str) -> str:
             r"\hline",
         ]
         lines += [" & ".join(row) + r" \\" for row in body]
-        lines += [r"\hline", r"\end{tabular}", rf"\caption{{Iteration time and speed-up per resource configuration ({algorithm}).}}", r"\end{table}"]
+        lines += [
+            r"\hline",
+            r"\end{tabular}",
+            rf"\caption{{Iteration time and speed-up per resource configuration ({algorithm}).}}",
+            r"\end{table}",
+        ]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown table format {fmt}")
 
@@ -108,20 +127,32 @@ def parse_prices(overrides: list[str]) -> dict[str, float]:
         try:
             prices[name] = float(value)
         except ValueError:
-            raise UserError(f"--price '{item}': expected INSTANCE=USD_PER_HOUR, e.g. ml.c5.4xlarge=0.952") from None
+            raise UserError(
+                f"--price '{item}': expected INSTANCE=USD_PER_HOUR, e.g. ml.c5.4xlarge=0.952"
+            ) from None
         if not sep or prices[name] < 0:
-            raise UserError(f"--price '{item}': expected INSTANCE=USD_PER_HOUR with a non-negative price")
+            raise UserError(
+                f"--price '{item}': expected INSTANCE=USD_PER_HOUR with a non-negative price"
+            )
     return prices
 
 
-def run_costs(summary: pd.DataFrame, prices: dict[str, float], target_return: float, env_steps: float, instances: int = 1) -> pd.DataFrame:
+def run_costs(
+    summary: pd.DataFrame,
+    prices: dict[str, float],
+    target_return: float,
+    env_steps: float,
+    instances: int = 1,
+) -> pd.DataFrame:
     """Per trial: wall time and cost to reach ``target_return``, and for ``env_steps`` env steps.
 
     Time to a fixed number of env steps is measured when the run got that far, else extrapolated
     from its mean env steps per second (marked in ``env_steps_extrapolated``).
     """
     rows = []
-    for (experiment, trial), run in summary.sort_values("iteration").groupby(["experiment", "trial"]):
+    for (experiment, trial), run in summary.sort_values("iteration").groupby(
+        ["experiment", "trial"]
+    ):
         reached = run[run["return_mean"] >= target_return]
         seconds_to_target = reached["time_total_s"].iloc[0] if not reached.empty else float("nan")
         done = run[run["env_steps"] >= env_steps]
@@ -129,7 +160,10 @@ def run_costs(summary: pd.DataFrame, prices: dict[str, float], target_return: fl
             seconds_for_steps, extrapolated = done["time_total_s"].iloc[0], False
         else:
             last = run.iloc[-1]
-            seconds_for_steps, extrapolated = env_steps / (last["env_steps"] / last["time_total_s"]), True
+            seconds_for_steps, extrapolated = (
+                env_steps / (last["env_steps"] / last["time_total_s"]),
+                True,
+            )
         row = {
             "experiment": experiment,
             "trial": trial,

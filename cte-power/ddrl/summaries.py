@@ -59,7 +59,9 @@ def trial_dirs(experiment: Path) -> list[Path]:
 
 
 def summarize_trial(trial: Path) -> pd.DataFrame:
-    params = json.loads((trial / "params.json").read_text()) if (trial / "params.json").is_file() else {}
+    params = (
+        json.loads((trial / "params.json").read_text()) if (trial / "params.json").is_file() else {}
+    )
     rows = []
     for line in (trial / "result.json").read_text().splitlines():
         if not line.strip():
@@ -78,9 +80,15 @@ def summarize_trial(trial: Path) -> pd.DataFrame:
     for position, (name, key) in enumerate(PARAMETERS.items(), start=3):
         table.insert(position, name, params.get(key))
     learners = table["num_learners"].fillna(0).clip(lower=1)
-    table.insert(3 + len(PARAMETERS), "num_gpus", table["num_gpus_per_learner"].fillna(0) * learners)
+    table.insert(
+        3 + len(PARAMETERS), "num_gpus", table["num_gpus_per_learner"].fillna(0) * learners
+    )
     # a resumed trial reports an iteration again if it restarted from an older checkpoint: keep the last
-    return table.drop_duplicates("iteration", keep="last").sort_values("iteration").reset_index(drop=True)
+    return (
+        table.drop_duplicates("iteration", keep="last")
+        .sort_values("iteration")
+        .reset_index(drop=True)
+    )
 
 
 def summarize_experiment(experiment: Path) -> pd.DataFrame:
@@ -114,11 +122,15 @@ def write_summary(table: pd.DataFrame, output_root: Path) -> Path:
 def read_summaries(paths: list[Path], required: tuple[str, ...]) -> pd.DataFrame:
     """Load summary CSVs, failing clearly on missing files or columns."""
     if not paths:
-        raise UserError("no summary CSV given. Make them with scripts/plot/summarize-data.py first.")
+        raise UserError(
+            "no summary CSV given. Make them with scripts/plot/summarize-data.py first."
+        )
     tables = []
     for path in map(Path, paths):
         if not path.is_file():
-            raise UserError(f"{path} does not exist. Make summaries with scripts/plot/summarize-data.py.")
+            raise UserError(
+                f"{path} does not exist. Make summaries with scripts/plot/summarize-data.py."
+            )
         table = pd.read_csv(path)
         missing = [c for c in required if c not in table.columns]
         if missing:

@@ -41,7 +41,9 @@ def experiment_dir(results_dir: Path, name: str) -> Path:
 
 def latest_experiment(results_dir: Path, prefix: str) -> Path | None:
     """The most recently started experiment folder whose name starts with ``prefix``."""
-    candidates = [p for p in Path(results_dir).glob(f"{prefix}*") if (p / EXPERIMENT_FILE).is_file()]
+    candidates = [
+        p for p in Path(results_dir).glob(f"{prefix}*") if (p / EXPERIMENT_FILE).is_file()
+    ]
     return max(candidates, key=lambda p: (p / EXPERIMENT_FILE).stat().st_mtime, default=None)
 
 
@@ -55,7 +57,9 @@ def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
             )
         return
     if not path.is_dir():
-        raise UserError(f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it.")
+        raise UserError(
+            f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it."
+        )
     if not list(path.glob("experiment_state-*.json")):
         raise UserError(
             f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
@@ -68,7 +72,9 @@ def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
         saved = yaml.safe_load(saved_file.read_text())
         current = experiment.to_dict()
         changed = sorted(
-            k for k in set(saved) | set(current) if k not in ("source", "name") and saved.get(k) != current.get(k)
+            k
+            for k in set(saved) | set(current)
+            if k not in ("source", "name") and saved.get(k) != current.get(k)
         )
         if set(changed) - RESUMABLE_CHANGES:
             raise UserError(
@@ -89,7 +95,10 @@ def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
 
 
 def reached(result: dict, thresholds: dict[str, float]) -> bool:
-    return any(result_value(result, key) is not None and result_value(result, key) >= limit for key, limit in thresholds.items())
+    return any(
+        result_value(result, key) is not None and result_value(result, key) >= limit
+        for key, limit in thresholds.items()
+    )
 
 
 def make_stopper(experiment_file: Path):
@@ -113,7 +122,9 @@ def make_stopper(experiment_file: Path):
             if modified != self._read_at:
                 import yaml
 
-                self.thresholds = thresholds_of(yaml.safe_load(self.experiment_file.read_text())["stop"])
+                self.thresholds = thresholds_of(
+                    yaml.safe_load(self.experiment_file.read_text())["stop"]
+                )
                 self._read_at = modified
             return reached(result, self.thresholds)
 
@@ -134,7 +145,9 @@ def reopen_finished_trials(path: Path, stop: dict[str, float]) -> int:
     for state_file in path.glob("experiment_state-*.json"):
         state = json.loads(state_file.read_text())
         for trial_data in state.get("trial_data", []):
-            trial, runtime = (json.loads(part) if isinstance(part, str) else part for part in trial_data[:2])
+            trial, runtime = (
+                json.loads(part) if isinstance(part, str) else part for part in trial_data[:2]
+            )
             last = runtime.get("last_result")
             last = json.loads(last) if isinstance(last, str) else (last or {})
             if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
@@ -156,7 +169,9 @@ def make_progress_printer():
 
         def on_trial_start(self, iteration, trials, trial, **info):
             self.num_trials = len(trials)
-            _say(f"trial {trial.trial_id} started: {trial.config.get('env')} ({trial.trainable_name})")
+            _say(
+                f"trial {trial.trial_id} started: {trial.config.get('env')} ({trial.trainable_name})"
+            )
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             ret = result_value(result, STOP_METRICS["mean_return"])
@@ -194,7 +209,9 @@ class StopRequest:
     @classmethod
     def _handle(cls, signum, frame) -> None:
         cls.requested = True
-        _say(f"received {signal.Signals(signum).name}: checkpointing every running trial, then stopping")
+        _say(
+            f"received {signal.Signals(signum).name}: checkpointing every running trial, then stopping"
+        )
 
 
 def make_checkpoint_and_stop():
@@ -244,12 +261,18 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
         _say(f"resuming {path}")
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
-            saved_file.write_text(dump_yaml(experiment.to_dict()))  # the stopper reads the new stop from here
+            saved_file.write_text(
+                dump_yaml(experiment.to_dict())
+            )  # the stopper reads the new stop from here
             reopened = reopen_finished_trials(path, experiment.stop)
             if reopened:
                 _say(f"{reopened} finished trial(s) continue from their latest checkpoint")
         tuner = tune.Tuner.restore(
-            str(path), trainable=algo_class, param_space=param_space, resume_unfinished=True, resume_errored=True
+            str(path),
+            trainable=algo_class,
+            param_space=param_space,
+            resume_unfinished=True,
+            resume_errored=True,
         )
     else:
         path.mkdir(parents=True)
@@ -297,7 +320,9 @@ def _report(results, path: Path, seconds: float) -> int:
         ret_text = "n/a" if ret is None else f"{ret:.1f}"
         evaluated = result_value(result.metrics or {}, STOP_METRICS["eval_return"])
         eval_text = "" if evaluated is None else f", eval return {evaluated:.1f}"
-        _say(f"  {trial_dir.name}: {status}, mean return {ret_text}{eval_text}, last checkpoint {checkpoint}")
+        _say(
+            f"  {trial_dir.name}: {status}, mean return {ret_text}{eval_text}, last checkpoint {checkpoint}"
+        )
     if failed:
         print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
         return 1

@@ -84,8 +84,15 @@ MAX_IDLE_STEPS = 10_000
 #: How many blocks of worker ids to try when a port is taken.
 PORT_ATTEMPTS = 8
 
-gym.register(ENV_ID, entry_point="ddrl.unity:UnityGymEnv", disable_env_checker=True, order_enforce=False)
-gym.register(MULTI_AGENT_ENV_ID, entry_point="ddrl.unity:UnityMultiAgentEnv", disable_env_checker=True, order_enforce=False)
+gym.register(
+    ENV_ID, entry_point="ddrl.unity:UnityGymEnv", disable_env_checker=True, order_enforce=False
+)
+gym.register(
+    MULTI_AGENT_ENV_ID,
+    entry_point="ddrl.unity:UnityMultiAgentEnv",
+    disable_env_checker=True,
+    order_enforce=False,
+)
 
 
 # ------------------------------------------------------------------------------------ settings
@@ -120,11 +127,17 @@ class UnitySettings:
             values[key] = _check_type(key, value)
         settings = cls(**values)
         if settings.connect_timeout <= 0:
-            raise UserError(f"environment.env_config.connect_timeout must be positive, got {settings.connect_timeout}.")
+            raise UserError(
+                f"environment.env_config.connect_timeout must be positive, got {settings.connect_timeout}."
+            )
         if settings.envs_per_runner < 1:
-            raise UserError(f"environment.env_config.envs_per_runner must be at least 1, got {settings.envs_per_runner}.")
+            raise UserError(
+                f"environment.env_config.envs_per_runner must be at least 1, got {settings.envs_per_runner}."
+            )
         if settings.base_worker_id < 0:
-            raise UserError(f"environment.env_config.base_worker_id must be 0 or more, got {settings.base_worker_id}.")
+            raise UserError(
+                f"environment.env_config.base_worker_id must be 0 or more, got {settings.base_worker_id}."
+            )
         return settings
 
     @property
@@ -132,8 +145,14 @@ class UnitySettings:
         return not self.file_name
 
     def port(self, worker_id: int) -> int:
-        base = self.base_port if self.base_port is not None else (
-            UnityEnvironment.DEFAULT_EDITOR_PORT if self.editor else UnityEnvironment.BASE_ENVIRONMENT_PORT
+        base = (
+            self.base_port
+            if self.base_port is not None
+            else (
+                UnityEnvironment.DEFAULT_EDITOR_PORT
+                if self.editor
+                else UnityEnvironment.BASE_ENVIRONMENT_PORT
+            )
         )
         return base + worker_id
 
@@ -143,16 +162,30 @@ class UnitySettings:
 
 
 _TYPES = {
-    "file_name": (str, type(None)), "no_graphics": (bool,), "time_scale": (int, float, type(None)),
-    "connect_timeout": (int, float), "base_worker_id": (int,), "base_port": (int, type(None)),
-    "envs_per_runner": (int,), "seed": (int,), "additional_args": (list,), "log_folder": (str, type(None)),
+    "file_name": (str, type(None)),
+    "no_graphics": (bool,),
+    "time_scale": (int, float, type(None)),
+    "connect_timeout": (int, float),
+    "base_worker_id": (int,),
+    "base_port": (int, type(None)),
+    "envs_per_runner": (int,),
+    "seed": (int,),
+    "additional_args": (list,),
+    "log_folder": (str, type(None)),
 }
 
 
 def _check_type(key: str, value: Any) -> Any:
     allowed = _TYPES[key]
     if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
-        names = {str: "text", bool: "true/false", int: "an integer", float: "a number", list: "a list", type(None): "null"}
+        names = {
+            str: "text",
+            bool: "true/false",
+            int: "an integer",
+            float: "a number",
+            list: "a list",
+            type(None): "null",
+        }
         wanted = " or ".join(dict.fromkeys(names[t] for t in allowed))
         raise UserError(f"environment.env_config.{key} must be {wanted}, got {value!r}.")
     if key == "additional_args":
@@ -281,7 +314,8 @@ def _start_error(settings: UnitySettings, worker_id: int, err: UnityException) -
     """What a failed start means, and what to do about it."""
     port = settings.port(worker_id)
     log_hint = (
-        f"its log: {Path(settings.log_folder) / f'Player-{worker_id}.log'}" if settings.log_folder
+        f"its log: {Path(settings.log_folder) / f'Player-{worker_id}.log'}"
+        if settings.log_folder
         else "its log (set environment.env_config.log_folder to choose where it goes)"
     )
     text = " ".join(str(err).split())
@@ -303,7 +337,9 @@ def _start_error(settings: UnitySettings, worker_id: int, err: UnityException) -
             "Stop what holds it, or move the range with --set environment.env_config.base_worker_id=N."
         )
     if "not compatible" in text:
-        unity_version = text.split("Unity API: ")[-1].split()[0].rstrip(".,") if "Unity API: " in text else "?"
+        unity_version = (
+            text.split("Unity API: ")[-1].split()[0].rstrip(".,") if "Unity API: " in text else "?"
+        )
         return UserError(
             f"Unity build {settings.build} speaks ML-Agents communication API {unity_version}, but this "
             f"wrapper (mlagents-envs 0.28) speaks {UnityEnvironment.API_VERSION}; their major versions must "
@@ -330,7 +366,11 @@ def observation_space(spec: BehaviorSpec) -> gym.Space:
 
 def action_space(spec: BehaviorSpec) -> gym.Space:
     actions = spec.action_spec
-    continuous = gym.spaces.Box(-1.0, 1.0, (actions.continuous_size,), np.float32) if actions.continuous_size else None
+    continuous = (
+        gym.spaces.Box(-1.0, 1.0, (actions.continuous_size,), np.float32)
+        if actions.continuous_size
+        else None
+    )
     branches = list(actions.discrete_branches)
     if continuous is not None and branches:
         return gym.spaces.Tuple((continuous, gym.spaces.MultiDiscrete(branches)))
@@ -376,7 +416,9 @@ def describe(unity: UnityEnvironment) -> str:
     lines = []
     for name, spec in unity.behavior_specs.items():
         decision, _ = unity.get_steps(name)
-        lines.append(f"{name}: {len(decision)} agent(s), observation {observation_space(spec)}, action {action_space(spec)}")
+        lines.append(
+            f"{name}: {len(decision)} agent(s), observation {observation_space(spec)}, action {action_space(spec)}"
+        )
     return "; ".join(lines)
 
 
@@ -471,7 +513,11 @@ class UnityGymEnv(gym.Env):
                 f"{self._connection.settings.build} has {len(decision)}. Use env: {MULTI_AGENT_ENV_ID}."
             )
         agent = int(decision.agent_id[0])
-        return agent, _observation(decision, 0, self.observation_space), float(decision.reward[0] + decision.group_reward[0])
+        return (
+            agent,
+            _observation(decision, 0, self.observation_space),
+            float(decision.reward[0] + decision.group_reward[0]),
+        )
 
     def _wait_for_decision(self):
         for _ in range(MAX_IDLE_STEPS):
@@ -479,7 +525,9 @@ class UnityGymEnv(gym.Env):
             if len(decision):
                 return self._decision(decision)
             self._connection.step()
-        raise UserError(f"the agent of {self._connection.settings.build} asked for no decision in {MAX_IDLE_STEPS} steps.")
+        raise UserError(
+            f"the agent of {self._connection.settings.build} asked for no decision in {MAX_IDLE_STEPS} steps."
+        )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)  # Unity's own seed is env_config.seed, given at launch
@@ -510,7 +558,9 @@ class UnityGymEnv(gym.Env):
             if len(decision):
                 self._agent, obs, step_reward = self._decision(decision)
                 return obs, reward + step_reward, False, False, {}
-        raise UserError(f"the agent of {self._connection.settings.build} asked for no decision in {MAX_IDLE_STEPS} steps.")
+        raise UserError(
+            f"the agent of {self._connection.settings.build} asked for no decision in {MAX_IDLE_STEPS} steps."
+        )
 
     def close(self):
         self._connection.close()
@@ -560,7 +610,9 @@ class UnityMultiAgentEnv(MultiAgentEnv):
         try:
             self._connection.reset()
             self._specs = dict(self._connection.unity.behavior_specs)
-            self._observation_spaces = {name: observation_space(spec) for name, spec in self._specs.items()}
+            self._observation_spaces = {
+                name: observation_space(spec) for name, spec in self._specs.items()
+            }
             self._action_spaces = {name: action_space(spec) for name, spec in self._specs.items()}
             self._pending = self._wait_for_decisions()
         except BaseException:
@@ -583,7 +635,9 @@ class UnityMultiAgentEnv(MultiAgentEnv):
         return {aid: self.get_observation_space(aid) for aid in self.possible_agents}
 
     @observation_spaces.setter
-    def observation_spaces(self, value):  # MultiAgentEnv's class attribute; ours derive from behaviours
+    def observation_spaces(
+        self, value
+    ):  # MultiAgentEnv's class attribute; ours derive from behaviours
         pass
 
     @property
@@ -602,12 +656,14 @@ class UnityMultiAgentEnv(MultiAgentEnv):
             space = self._observation_spaces[name]
             for agent, i in terminal.agent_id_to_index.items():
                 terminals[agent_key(name, agent)] = (
-                    _observation(terminal, i, space), float(terminal.reward[i] + terminal.group_reward[i]),
+                    _observation(terminal, i, space),
+                    float(terminal.reward[i] + terminal.group_reward[i]),
                     bool(terminal.interrupted[i]),
                 )
             for agent, i in decision.agent_id_to_index.items():
                 decisions[agent_key(name, agent)] = (
-                    _observation(decision, i, space), float(decision.reward[i] + decision.group_reward[i]),
+                    _observation(decision, i, space),
+                    float(decision.reward[i] + decision.group_reward[i]),
                 )
         return decisions, terminals
 
@@ -617,7 +673,9 @@ class UnityMultiAgentEnv(MultiAgentEnv):
             if decisions:
                 return {aid: obs for aid, (obs, _) in decisions.items()}
             self._connection.step()
-        raise UserError(f"no agent of {self._connection.settings.build} asked for a decision in {MAX_IDLE_STEPS} steps.")
+        raise UserError(
+            f"no agent of {self._connection.settings.build} asked for a decision in {MAX_IDLE_STEPS} steps."
+        )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if self._pending is None:
@@ -648,7 +706,9 @@ class UnityMultiAgentEnv(MultiAgentEnv):
             if decisions or terminals:
                 break
         else:
-            raise UserError(f"no agent of {self._connection.settings.build} asked for a decision in {MAX_IDLE_STEPS} steps.")
+            raise UserError(
+                f"no agent of {self._connection.settings.build} asked for a decision in {MAX_IDLE_STEPS} steps."
+            )
 
         obs, rewards, terminateds, truncateds = {}, {}, {}, {}
         for aid, (o, r, interrupted) in terminals.items():
@@ -656,13 +716,17 @@ class UnityMultiAgentEnv(MultiAgentEnv):
             terminateds[aid], truncateds[aid] = not interrupted, interrupted
         ending = bool(terminals)
         for aid, (o, r) in decisions.items():
-            if aid in terminals:  # already in its next Unity episode: that starts the next RLlib one
+            if (
+                aid in terminals
+            ):  # already in its next Unity episode: that starts the next RLlib one
                 continue
             obs[aid], rewards[aid] = o, r
             if ending:  # cut here, bootstrapped; it goes on in the next RLlib episode
                 terminateds[aid], truncateds[aid] = False, True
         if ending:
-            for aid in self._waiting - set(obs):  # acted, not reported yet: cut at its last observation
+            for aid in self._waiting - set(
+                obs
+            ):  # acted, not reported yet: cut at its last observation
                 obs[aid], rewards[aid] = self._last_obs[aid], 0.0
                 terminateds[aid], truncateds[aid] = False, True
             self._pending = {aid: o for aid, (o, _) in decisions.items()} or None
@@ -725,16 +789,24 @@ def check_experiment(experiment, launch: bool = True) -> None:
     if not launch:
         return
     if settings.editor:  # a check would use up the Editor's Play session
-        print(f"unity: no --env-file: training waits {settings.connect_timeout:g} s for a Unity Editor on port "
-              f"{settings.port(0)}; press Play in the Editor then.", flush=True)
+        print(
+            f"unity: no --env-file: training waits {settings.connect_timeout:g} s for a Unity Editor on port "
+            f"{settings.port(0)}; press Play in the Editor then.",
+            flush=True,
+        )
         return
     probe_config = experiment.worst_case_rllib()["environment"]["env_config"]
     settings = UnitySettings.from_env_config(probe_config)
-    print(f"unity: checking {settings.build} (port {settings.port(settings.base_worker_id)}) ...", flush=True)
+    print(
+        f"unity: checking {settings.build} (port {settings.port(settings.base_worker_id)}) ...",
+        flush=True,
+    )
     env = make_env(experiment.env, _ProbeContext(probe_config))
     try:
         print(f"unity: {describe(env._connection.unity)}", flush=True)
-        if experiment.env == MULTI_AGENT_ENV_ID and not (experiment.rllib.get("multi_agent") or {}).get("policies"):
+        if experiment.env == MULTI_AGENT_ENV_ID and not (
+            experiment.rllib.get("multi_agent") or {}
+        ).get("policies"):
             policies = sorted({policy_id(name) for name in env._specs})
             experiment.rllib.setdefault("multi_agent", {}).update(
                 policies=policies, policy_mapping_fn={"type": "ddrl.unity.PolicyPerBehaviour"}

@@ -52,14 +52,20 @@ RANGES: dict[str, tuple[Any, str]] = {
     "num_steps_sampled_before_learning_starts": (CountOrZero, "env steps, 0 or more"),
     "num_env_runners": (CountOrZero, "a number of env runners, 0 or more"),
     "num_envs_per_env_runner": (Count, "envs per runner, 1 or more"),
-    "rollout_fragment_length": (Count | Literal["auto"], "env steps per fragment, 1 or more, or auto"),
+    "rollout_fragment_length": (
+        Count | Literal["auto"],
+        "env steps per fragment, 1 or more, or auto",
+    ),
     "num_learners": (CountOrZero, "a number of learners, 0 or more"),
     "num_gpus_per_learner": (Amount, "GPUs, 0 or more"),
     "num_cpus_per_learner": (Amount | Literal["auto"], "CPUs, 0 or more"),
     "num_cpus_per_env_runner": (Amount, "CPUs, 0 or more"),
     "num_gpus_per_env_runner": (Amount, "GPUs, 0 or more"),
     "num_cpus_for_main_process": (Amount, "CPUs, 0 or more"),
-    "evaluation_interval": (Count | None, "iterations between evaluations, 1 or more (or null: none)"),
+    "evaluation_interval": (
+        Count | None,
+        "iterations between evaluations, 1 or more (or null: none)",
+    ),
     "evaluation_duration": (Count | Literal["auto"], "episodes or steps per evaluation, 1 or more"),
     "evaluation_num_env_runners": (CountOrZero, "a number of env runners, 0 or more"),
     "metrics_num_episodes_for_smoothing": (Count, "episodes in the return window, 1 or more"),
@@ -89,4 +95,6 @@ def check(name: str, value: Any) -> Any:
 
 
 def _fail(name: str, value: Any, key: str):
-    raise UserError(f"'{name}' must be {RANGES[key][1]}; got {value!r}. Fix it in the config file or with --set {name}=VALUE.")
+    raise UserError(
+        f"'{name}' must be {RANGES[key][1]}; got {value!r}. Fix it in the config file or with --set {name}=VALUE."
+    )

@@ -21,7 +21,11 @@ from ray.rllib.connectors.common.tensor_to_numpy import TensorToNumpy
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.module_to_env.get_actions import GetActions
 from ray.rllib.core.columns import Columns
-from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
+from ray.rllib.utils.spaces.space_utils import (
+    clip_action,
+    get_base_struct_from_space,
+    unsquash_action,
+)
 
 #: model_config keys that make RLlib's default models stateful (a time rank in the batch)
 _STATEFUL_MODEL_KEYS = ("use_lstm", "use_attention")
@@ -32,13 +36,29 @@ class BatchedActionsForEnv(ConnectorV2):
     or clipped (``clip_actions``) to the env's action space in one call, as RLlib's
     ``NormalizeAndClipActions`` does row by row."""
 
-    def __init__(self, input_observation_space=None, input_action_space=None, *, normalize_actions: bool,
-                 clip_actions: bool, **kwargs):
+    def __init__(
+        self,
+        input_observation_space=None,
+        input_action_space=None,
+        *,
+        normalize_actions: bool,
+        clip_actions: bool,
+        **kwargs,
+    ):
         super().__init__(input_observation_space, input_action_space, **kwargs)
         self.normalize_actions = normalize_actions
         self.clip_actions = clip_actions
 
-    def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
+    def __call__(
+        self,
+        *,
+        rl_module,
+        batch: dict[str, Any],
+        episodes,
+        explore=None,
+        shared_data=None,
+        **kwargs,
+    ):
         if Columns.STATE_OUT in batch:
             raise ValueError(
                 "BatchedActionsForEnv got a stateful RLModule's output; recurrent models need RLlib's "
@@ -62,8 +82,13 @@ class BatchedModuleToEnv:
         self.clip_actions = clip_actions
 
     def __call__(self, env=None, spaces=None, device=None) -> list[ConnectorV2]:
-        return [GetActions(), TensorToNumpy(),
-                BatchedActionsForEnv(normalize_actions=self.normalize_actions, clip_actions=self.clip_actions)]
+        return [
+            GetActions(),
+            TensorToNumpy(),
+            BatchedActionsForEnv(
+                normalize_actions=self.normalize_actions, clip_actions=self.clip_actions
+            ),
+        ]
 
 
 def applies_to(config) -> bool:
@@ -83,7 +108,9 @@ def use_batched_actions(config):
     applies; returns ``config``."""
     if applies_to(config):
         config.env_runners(
-            module_to_env_connector=BatchedModuleToEnv(config.normalize_actions, config.clip_actions),
+            module_to_env_connector=BatchedModuleToEnv(
+                config.normalize_actions, config.clip_actions
+            ),
             add_default_connectors_to_module_to_env_pipeline=False,
         )
     return config

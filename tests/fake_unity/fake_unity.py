@@ -70,7 +70,9 @@ class Log:
     def __init__(self, path: str | None):
         if path and path != "-":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.file = None if not path else sys.stdout if path == "-" else open(path, "a", buffering=1)
+        self.file = (
+            None if not path else sys.stdout if path == "-" else open(path, "a", buffering=1)
+        )
 
     def __call__(self, line: str) -> None:
         if self.file is not None:
@@ -79,7 +81,12 @@ class Log:
 
 class Agent:
     def __init__(self, agent_id: int, behaviour: str, discrete: bool, max_steps: int):
-        self.id, self.behaviour, self.discrete, self.max_steps = agent_id, behaviour, discrete, max_steps
+        self.id, self.behaviour, self.discrete, self.max_steps = (
+            agent_id,
+            behaviour,
+            discrete,
+            max_steps,
+        )
         self.episodes = 0
 
     def begin_episode(self, rng: np.random.Generator) -> None:
@@ -92,7 +99,11 @@ class Agent:
         self.reward = 0.0
 
     def act(self, action) -> None:
-        move = (int(action.discrete_actions[0]) - 1) if self.discrete else float(np.clip(action.continuous_actions[0], -1, 1))
+        move = (
+            (int(action.discrete_actions[0]) - 1)
+            if self.discrete
+            else float(np.clip(action.continuous_actions[0], -1, 1))
+        )
         before = abs(self.target - self.position)
         self.position = float(np.clip(self.position + SPEED * move, -1, 1))
         after = abs(self.target - self.position)
@@ -106,7 +117,11 @@ class Agent:
         obs = ObservationProto(shape=[2], compression_type=NONE, name="VectorSensor_size2")
         obs.float_data.data.extend([self.position, self.target])
         return AgentInfoProto(
-            reward=self.reward, done=done, max_step_reached=interrupted, id=self.id, observations=[obs]
+            reward=self.reward,
+            done=done,
+            max_step_reached=interrupted,
+            id=self.id,
+            observations=[obs],
         )
 
 
@@ -117,7 +132,9 @@ class FakeUnity:
         kinds = [k.strip() for k in args.fake_behaviours.split(",") if k.strip()]
         for kind in kinds:
             if kind not in BEHAVIOUR_NAMES:
-                raise SystemExit(f"unknown behaviour kind {kind!r}; use {', '.join(BEHAVIOUR_NAMES)}")
+                raise SystemExit(
+                    f"unknown behaviour kind {kind!r}; use {', '.join(BEHAVIOUR_NAMES)}"
+                )
         self.behaviours = {BEHAVIOUR_NAMES[k]: k == "discrete" for k in kinds}
         for name, discrete in self.behaviours.items():
             for _ in range(args.fake_agents):
@@ -151,15 +168,24 @@ class FakeUnity:
         init.name = "FakeMoveToTarget"
         init.communication_version = self.args.fake_api_version
         init.package_version = PACKAGE_VERSION
-        for capability in ("baseRLCapabilities", "concatenatedPngObservations", "compressedChannelMapping",
-                           "hybridActions", "trainingAnalytics", "variableLengthObservation", "multiAgentGroups"):
+        for capability in (
+            "baseRLCapabilities",
+            "concatenatedPngObservations",
+            "compressedChannelMapping",
+            "hybridActions",
+            "trainingAnalytics",
+            "variableLengthObservation",
+            "multiAgentGroups",
+        ):
             setattr(init.capabilities, capability, True)
         reply = self.exchange(stub, hello)
         if reply is None or reply.header.status != 200:
             self.log("python refused the academy parameters; quitting")
             return 1
         python = reply.unity_input.rl_initialization_input
-        self.log(f"python: communication {python.communication_version}, package {python.package_version}, seed {python.seed}")
+        self.log(
+            f"python: communication {python.communication_version}, package {python.package_version}, seed {python.seed}"
+        )
         self.rng = np.random.default_rng(python.seed)
         empty = UnityMessageProto()
         empty.header.status = 200
@@ -178,9 +204,9 @@ class FakeUnity:
     def read_side_channel(self, data: bytes) -> None:
         offset = 0
         while offset + 20 <= len(data):
-            channel = uuid.UUID(bytes_le=data[offset:offset + 16])
+            channel = uuid.UUID(bytes_le=data[offset : offset + 16])
             (length,) = struct.unpack_from("<i", data, offset + 16)
-            body = data[offset + 20:offset + 20 + length]
+            body = data[offset + 20 : offset + 20 + length]
             offset += 20 + length
             if channel == ENGINE_CONFIGURATION_CHANNEL and len(body) >= 8:
                 (kind,) = struct.unpack_from("<i", body, 0)
@@ -198,7 +224,9 @@ class FakeUnity:
         infos: dict[int, list[AgentInfoProto]] = {}
         for name in self.behaviours:
             members = [a for a in self.agents if a.behaviour == name]
-            actions = list(rl_input.agent_actions[name].value) if name in rl_input.agent_actions else []
+            actions = (
+                list(rl_input.agent_actions[name].value) if name in rl_input.agent_actions else []
+            )
             if actions and len(actions) != len(members):
                 raise SystemExit(f"{name}: {len(actions)} actions for {len(members)} agents")
             for agent, action in zip(members, actions):
@@ -217,7 +245,9 @@ class FakeUnity:
         out = message.unity_output
         for agent in self.agents:
             out.rl_output.agentInfos[agent.behaviour].value.extend(infos.get(agent.id, []))
-        if not self.sent_brains:  # Unity sends each behaviour's parameters once, with its first agents
+        if (
+            not self.sent_brains
+        ):  # Unity sends each behaviour's parameters once, with its first agents
             for name, discrete in self.behaviours.items():
                 brain = BrainParametersProto(brain_name=name, is_training=True)
                 if discrete:
@@ -252,8 +282,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     log = Log(args.log_file)
-    log(f"started: port {args.mlagents_port}, nographics {args.nographics}, batchmode {args.batchmode}, "
-        f"other arguments {args.unknown}")
+    log(
+        f"started: port {args.mlagents_port}, nographics {args.nographics}, batchmode {args.batchmode}, "
+        f"other arguments {args.unknown}"
+    )
     if args.fake_exit_code is not None:
         log(f"crashing with exit code {args.fake_exit_code}")
         return args.fake_exit_code

@@ -69,9 +69,13 @@ class SACConfig(rllib_sac.SACConfig):
         super().validate()
         name = self.algo_class.__name__ if self.algo_class else "SAC"
         if self.num_learners > 1:
-            raise ValueError(f"{name} trains on one learner (num_learners 0 or 1, on CPU or GPU); got num_learners > 1.")
+            raise ValueError(
+                f"{name} trains on one learner (num_learners 0 or 1, on CPU or GPU); got num_learners > 1."
+            )
         if self.updates_per_env_step <= 0:
-            raise ValueError(f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}.")
+            raise ValueError(
+                f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}."
+            )
         if self.n_step not in (1, None):
             raise ValueError(f"{name} uses 1-step TD targets; got n_step={self.n_step}.")
         for lr_name in ("actor_lr", "critic_lr", "alpha_lr"):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.networks import soft_update
@@ -27,9 +26,11 @@ def target_entropy(config, action_space) -> float:
 
 class SACTorchLearner(LeanOffPolicyLearner):
     def optimizer_groups(self, module, config):
-        return [("critic", list(module.critics.parameters()), config.critic_lr),
-                ("actor", list(module.actor.parameters()), config.actor_lr),
-                ("alpha", [module.log_alpha], config.alpha_lr)]
+        return [
+            ("critic", list(module.critics.parameters()), config.critic_lr),
+            ("actor", list(module.actor.parameters()), config.actor_lr),
+            ("alpha", [module.log_alpha], config.alpha_lr),
+        ]
 
     @property
     def sac_module(self):
@@ -41,16 +42,30 @@ class SACTorchLearner(LeanOffPolicyLearner):
             return {}
         config, module = self.config, self.sac_module
         entropy_target = target_entropy(config, module.action_space)
-        optimizers = {name: self.get_optimizer(DEFAULT_MODULE_ID, name) for name in ("critic", "actor", "alpha")}
+        optimizers = {
+            name: self.get_optimizer(DEFAULT_MODULE_ID, name)
+            for name in ("critic", "actor", "alpha")
+        }
         # Summed as tensors: no device sync per update.
-        totals = {k: torch.zeros(()) for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")}
+        totals = {
+            k: torch.zeros(())
+            for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
+        }
         for _ in range(num_updates):
             batch = self.replay.sample(config.train_batch_size_per_learner, self.generator)
             alpha = module.log_alpha.detach().exp()
             with torch.no_grad():
                 next_actions, next_logp = module.sample_actions(batch["next_obs"], self.generator)
-                next_q = torch.stack(module.q_values(module.target_critics, batch["next_obs"], next_actions)).min(0).values
-                targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (next_q - alpha * next_logp)
+                next_q = (
+                    torch.stack(
+                        module.q_values(module.target_critics, batch["next_obs"], next_actions)
+                    )
+                    .min(0)
+                    .values
+                )
+                targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (
+                    next_q - alpha * next_logp
+                )
             q_preds = module.q_values(module.critics, batch["obs"], batch["actions"])
             critic_loss = sum(F.huber_loss(q, targets, delta=1.0) for q in q_preds)
             optimizers["critic"].zero_grad(set_to_none=True)
@@ -59,7 +74,9 @@ class SACTorchLearner(LeanOffPolicyLearner):
 
             actions, logp = module.sample_actions(batch["obs"], self.generator)
             module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
-            q_actor = torch.stack(module.q_values(module.critics, batch["obs"], actions)).min(0).values
+            q_actor = (
+                torch.stack(module.q_values(module.critics, batch["obs"], actions)).min(0).values
+            )
             actor_loss = (alpha * logp - q_actor).mean()
             optimizers["actor"].zero_grad(set_to_none=True)
             actor_loss.backward()
@@ -72,8 +89,13 @@ class SACTorchLearner(LeanOffPolicyLearner):
             optimizers["alpha"].step()
 
             soft_update(module.target_critics, module.critics, config.tau)
-            for name, value in (("critic_loss", critic_loss), ("actor_loss", actor_loss), ("alpha_loss", alpha_loss),
-                                ("q_mean", q_preds[0].mean()), ("logp_mean", logp.mean())):
+            for name, value in (
+                ("critic_loss", critic_loss),
+                ("actor_loss", actor_loss),
+                ("alpha_loss", alpha_loss),
+                ("q_mean", q_preds[0].mean()),
+                ("logp_mean", logp.mean()),
+            ):
                 totals[name] += value.detach()
         stats = {name: (total / num_updates).item() for name, total in totals.items()}
         stats.update(

@@ -13,11 +13,10 @@ import math
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from torch import nn
 
 from ddrl.networks import mlp, q_values
 
@@ -39,7 +38,8 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
             return
         num_critics = 2 if config["twin_q"] else 1
         self.critics = nn.ModuleList(
-            mlp(obs_dim + act_dim, config["critic_hiddens"], 1, activation) for _ in range(num_critics)
+            mlp(obs_dim + act_dim, config["critic_hiddens"], 1, activation)
+            for _ in range(num_critics)
         )
         self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config["initial_alpha"])))
@@ -78,5 +78,7 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
         actions, logp = self.sample_actions(self._obs(batch))
         return {Columns.ACTIONS: actions, Columns.ACTION_LOGP: logp}
 
-    def q_values(self, critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
+    def q_values(
+        self, critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor
+    ) -> list[torch.Tensor]:
         return q_values(critics, obs, actions)

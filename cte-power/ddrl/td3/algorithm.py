@@ -71,7 +71,9 @@ class TD3Config(SACConfig):
         if self.policy_delay < 1:
             raise ValueError(f"`policy_delay` must be >= 1, got {self.policy_delay}.")
         if self.target_noise < 0 or self.target_noise_clip < 0 or self.exploration_noise < 0:
-            raise ValueError("`exploration_noise`, `target_noise` and `target_noise_clip` must be >= 0.")
+            raise ValueError(
+                "`exploration_noise`, `target_noise` and `target_noise_clip` must be >= 0."
+            )
 
     @override(SACConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.networks import soft_update
@@ -19,7 +18,10 @@ from ddrl.offpolicy import LeanOffPolicyLearner
 
 # ------------------------------------------------------------------- the TD3 mechanisms
 def smoothed_target_actions(
-    actions: torch.Tensor, noise_std: float, noise_clip: float, generator: torch.Generator | None = None
+    actions: torch.Tensor,
+    noise_std: float,
+    noise_clip: float,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Target policy smoothing: add clipped Gaussian noise, keep the result within [-1, 1]."""
     if noise_std <= 0:
@@ -28,18 +30,28 @@ def smoothed_target_actions(
     return (actions + noise.clamp(-noise_clip, noise_clip)).clamp(-1.0, 1.0)
 
 
-def td_targets(module, batch: dict, gamma: float, noise_std: float, noise_clip: float, generator=None) -> torch.Tensor:
+def td_targets(
+    module, batch: dict, gamma: float, noise_std: float, noise_clip: float, generator=None
+) -> torch.Tensor:
     """r + gamma * (1 - terminated) * min_i Q'_i(s', smoothed mu'(s')) (one critic: DDPG)."""
     with torch.no_grad():
-        next_actions = smoothed_target_actions(module.target_actor(batch["next_obs"]), noise_std, noise_clip, generator)
-        next_q = torch.stack(module.q_values(module.target_critics, batch["next_obs"], next_actions)).min(dim=0).values
+        next_actions = smoothed_target_actions(
+            module.target_actor(batch["next_obs"]), noise_std, noise_clip, generator
+        )
+        next_q = (
+            torch.stack(module.q_values(module.target_critics, batch["next_obs"], next_actions))
+            .min(dim=0)
+            .values
+        )
         return batch["rewards"] + gamma * (1.0 - batch["terminateds"]) * next_q
 
 
 class TD3TorchLearner(LeanOffPolicyLearner):
     def optimizer_groups(self, module, config):
-        return [("critic", list(module.critics.parameters()), config.critic_lr),
-                ("actor", list(module.actor.parameters()), config.actor_lr)]
+        return [
+            ("critic", list(module.critics.parameters()), config.critic_lr),
+            ("actor", list(module.actor.parameters()), config.actor_lr),
+        ]
 
     @property
     def td3_module(self):
@@ -59,7 +71,14 @@ class TD3TorchLearner(LeanOffPolicyLearner):
         critic_updates = int(module.num_critic_updates)  # a Python int: no tensor sync per update
         for _ in range(num_updates):
             batch = self.replay.sample(batch_size, self.generator)
-            targets = td_targets(module, batch, config.gamma, config.target_noise, config.target_noise_clip, self.generator)
+            targets = td_targets(
+                module,
+                batch,
+                config.gamma,
+                config.target_noise,
+                config.target_noise_clip,
+                self.generator,
+            )
             q_preds = module.q_values(module.critics, batch["obs"], batch["actions"])
             critic_loss = sum(F.mse_loss(q, targets) for q in q_preds)
             critic_opt.zero_grad(set_to_none=True)
@@ -70,7 +89,9 @@ class TD3TorchLearner(LeanOffPolicyLearner):
             q_means.append(q_preds[0].detach().mean())
 
             if critic_updates % config.policy_delay == 0:
-                actor_loss = -module.q_values(module.critics[:1], batch["obs"], module.actor(batch["obs"]))[0].mean()
+                actor_loss = -module.q_values(
+                    module.critics[:1], batch["obs"], module.actor(batch["obs"])
+                )[0].mean()
                 actor_opt.zero_grad(set_to_none=True)
                 actor_loss.backward()
                 actor_opt.step()

@@ -12,11 +12,10 @@ import copy
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from torch import nn
 
 from ddrl.networks import mlp, q_values
 
@@ -24,7 +23,9 @@ from ddrl.networks import mlp, q_values
 class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
     def setup(self):
         if not isinstance(self.action_space, gym.spaces.Box):
-            raise ValueError(f"TD3/DDPG need a continuous (Box) action space, got {self.action_space}")
+            raise ValueError(
+                f"TD3/DDPG need a continuous (Box) action space, got {self.action_space}"
+            )
         config = self.model_config
         obs_dim = int(np.prod(self.observation_space.shape))
         act_dim = int(np.prod(self.action_space.shape))
@@ -38,7 +39,8 @@ class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
             return
         num_critics = 2 if config["twin_q"] else 1
         self.critics = nn.ModuleList(
-            mlp(obs_dim + act_dim, config["critic_hiddens"], 1, activation) for _ in range(num_critics)
+            mlp(obs_dim + act_dim, config["critic_hiddens"], 1, activation)
+            for _ in range(num_critics)
         )
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
@@ -47,7 +49,13 @@ class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
         self.register_buffer("num_actor_updates", torch.zeros((), dtype=torch.long))
 
     def get_non_inference_attributes(self) -> list[str]:
-        return ["critics", "target_actor", "target_critics", "num_critic_updates", "num_actor_updates"]
+        return [
+            "critics",
+            "target_actor",
+            "target_critics",
+            "num_critic_updates",
+            "num_actor_updates",
+        ]
 
     def _obs(self, batch) -> torch.Tensor:
         obs = batch[Columns.OBS]
@@ -66,5 +74,7 @@ class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
     def _forward_train(self, batch, **kwargs):
         return {Columns.ACTIONS: self.actor(self._obs(batch))}
 
-    def q_values(self, critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
+    def q_values(
+        self, critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor
+    ) -> list[torch.Tensor]:
         return q_values(critics, obs, actions)

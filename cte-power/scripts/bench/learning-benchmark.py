@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from ddrl import cli, learning_bench as lb, paths
+from ddrl import cli, paths
+from ddrl import learning_bench as lb
 from ddrl.errors import UserError
 
 SCRIPT = Path(__file__).resolve()
@@ -47,8 +48,13 @@ def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) ->
     """The child process: train one run and write its CSV (atomically: a cut run leaves none)."""
     system, algorithm, env, seed, budget = spec.split(",")
     run = lb.Run(system, algorithm, env, int(seed), int(budget))
-    curve = lb.train(run, eval_every or max(1, run.budget // 10), eval_episodes, progress=lambda line: print(line, flush=True),
-                     checkpoint_dir=output_dir / "checkpoints")
+    curve = lb.train(
+        run,
+        eval_every or max(1, run.budget // 10),
+        eval_episodes,
+        progress=lambda line: print(line, flush=True),
+        checkpoint_dir=output_dir / "checkpoints",
+    )
     partial = run.path(output_dir).with_suffix(".partial")
     curve.to_csv(partial, index=False)
     partial.replace(run.path(output_dir))
@@ -58,7 +64,10 @@ def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) ->
 def run_all(runs: list, jobs: int, args) -> None:
     """Run the missing runs, ``jobs`` at a time, each a child process with its log beside its CSV."""
     pending = [r for r in runs if not r.is_done(args.output_dir)]
-    print(f"{len(runs) - len(pending)} of {len(runs)} runs already done; {len(pending)} to run, {jobs} at a time", flush=True)
+    print(
+        f"{len(runs) - len(pending)} of {len(runs)} runs already done; {len(pending)} to run, {jobs} at a time",
+        flush=True,
+    )
     running: dict = {}
     finished = len(runs) - len(pending)
     last_status = 0.0
@@ -66,17 +75,33 @@ def run_all(runs: list, jobs: int, args) -> None:
         while pending and len(running) < jobs:
             run = pending.pop(0)
             log = run.path(args.output_dir).with_suffix(".log")
-            command = [sys.executable, str(SCRIPT), "--run", f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}",
-                       "--eval-every", str(args.eval_every or 0), "--eval-episodes", str(args.eval_episodes),
-                       "--output-dir", str(args.output_dir)]
-            running[run] = (subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT), log)
+            command = [
+                sys.executable,
+                str(SCRIPT),
+                "--run",
+                f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}",
+                "--eval-every",
+                str(args.eval_every or 0),
+                "--eval-episodes",
+                str(args.eval_episodes),
+                "--output-dir",
+                str(args.output_dir),
+            ]
+            running[run] = (
+                subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT),
+                log,
+            )
         time.sleep(2)
         for run, (process, log) in list(running.items()):
             if process.poll() is None:
                 continue
             del running[run]
             finished += 1
-            state = "done" if process.returncode == 0 else f"FAILED (exit {process.returncode}; see {log})"
+            state = (
+                "done"
+                if process.returncode == 0
+                else f"FAILED (exit {process.returncode}; see {log})"
+            )
             print(f"[{finished}/{len(runs)}] {run.name}: {state}", flush=True)
         if running and time.time() - last_status > args.status_every:
             last_status = time.time()
@@ -96,30 +121,87 @@ def report(output_dir: Path, thresholds: dict, figures_dir: Path) -> None:
     for x, suffix in (("env_steps", "steps"), ("wall_s", "time")):
         lb.figure(curves, x).savefig(figures_dir / f"learning-benchmark-{suffix}.png", dpi=110)
     print(text)
-    print(f"wrote {output_dir / 'summary.md'}, summary.csv and "
-          f"{figures_dir}/learning-benchmark-{{steps,time}}.png")
+    print(
+        f"wrote {output_dir / 'summary.md'}, summary.csv and "
+        f"{figures_dir}/learning-benchmark-{{steps,time}}.png"
+    )
 
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithms", nargs="+", default=list(lb.HYPERPARAMETERS), choices=list(lb.HYPERPARAMETERS))
-    parser.add_argument("--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--algorithms",
+        nargs="+",
+        default=list(lb.HYPERPARAMETERS),
+        choices=list(lb.HYPERPARAMETERS),
+    )
+    parser.add_argument(
+        "--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"]
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--systems", nargs="+", default=list(lb.SYSTEMS), choices=list(lb.SYSTEMS))
-    parser.add_argument("--budget", nargs="*", default=[], metavar="ALGO=STEPS",
-                        help=f"env steps per run (default {', '.join(f'{k}={v:,}' for k, v in lb.DEFAULT_BUDGETS.items())})")
-    parser.add_argument("--threshold", nargs="*", default=[], metavar="ENV=RETURN", help="return that counts as learned")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once, one CPU each (default 1)")
-    parser.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default: a tenth of the budget)")
-    parser.add_argument("--eval-episodes", type=int, default=5, help="deterministic episodes per evaluation (default 5)")
-    parser.add_argument("--output-dir", type=Path, default=OUTPUT_DIR, help="one CSV per run (default results/bench/learning/)")
-    parser.add_argument("--figures-dir", type=Path, default=FIGURES, help="where the figures go (default figures/plots/)")
-    parser.add_argument("--status-every", type=float, default=60, help="seconds between progress lines (default 60)")
-    parser.add_argument("--report-only", action="store_true", help="make the table and figures from the CSVs; train nothing")
-    parser.add_argument("--list", action="store_true", help="print the runs (index, name, done or not) and exit")
-    parser.add_argument("--task", type=int, default=None, metavar="K",
-                        help="run only the K-th run of the list, here (a Slurm array task: --task $SLURM_ARRAY_TASK_ID)")
+    parser.add_argument(
+        "--budget",
+        nargs="*",
+        default=[],
+        metavar="ALGO=STEPS",
+        help=f"env steps per run (default {', '.join(f'{k}={v:,}' for k, v in lb.DEFAULT_BUDGETS.items())})",
+    )
+    parser.add_argument(
+        "--threshold",
+        nargs="*",
+        default=[],
+        metavar="ENV=RETURN",
+        help="return that counts as learned",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at once, one CPU each (default 1)"
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help="env steps between evaluations (default: a tenth of the budget)",
+    )
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=5,
+        help="deterministic episodes per evaluation (default 5)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=OUTPUT_DIR,
+        help="one CSV per run (default results/bench/learning/)",
+    )
+    parser.add_argument(
+        "--figures-dir",
+        type=Path,
+        default=FIGURES,
+        help="where the figures go (default figures/plots/)",
+    )
+    parser.add_argument(
+        "--status-every", type=float, default=60, help="seconds between progress lines (default 60)"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="make the table and figures from the CSVs; train nothing",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print the runs (index, name, done or not) and exit"
+    )
+    parser.add_argument(
+        "--task",
+        type=int,
+        default=None,
+        metavar="K",
+        help="run only the K-th run of the list, here (a Slurm array task: --task $SLURM_ARRAY_TASK_ID)",
+    )
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # a child process: one run
     args = parser.parse_args(argv)
     from ddrl.ray_runtime import quiet_rllib_notices
@@ -127,7 +209,9 @@ def main(argv=None) -> int:
     quiet_rllib_notices()
     for name in ("jobs", "eval_every", "eval_episodes"):
         if getattr(args, name) is not None and getattr(args, name) < (0 if args.run else 1):
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+            raise UserError(
+                f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}."
+            )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     if args.run:
         return run_one(args.run, args.eval_every, args.eval_episodes, args.output_dir)
@@ -143,21 +227,34 @@ def main(argv=None) -> int:
 
     for env in args.envs:
         environments.check_env_id(lb.TOOLKIT, env)
-    runs = [lb.Run(system, algorithm, env, seed, budgets[algorithm])
-            for algorithm in args.algorithms for env in args.envs for seed in args.seeds for system in args.systems]
+    runs = [
+        lb.Run(system, algorithm, env, seed, budgets[algorithm])
+        for algorithm in args.algorithms
+        for env in args.envs
+        for seed in args.seeds
+        for system in args.systems
+    ]
     if args.list:
         for index, run in enumerate(runs):
-            print(f"{index:4d}  {run.name}  budget {run.budget:,}  {'done' if run.is_done(args.output_dir) else 'to run'}")
+            print(
+                f"{index:4d}  {run.name}  budget {run.budget:,}  {'done' if run.is_done(args.output_dir) else 'to run'}"
+            )
         return 0
     if args.task is not None:
         if not 0 <= args.task < len(runs):
-            raise UserError(f"--task {args.task}: there are {len(runs)} runs (0 to {len(runs) - 1}); see --list.")
+            raise UserError(
+                f"--task {args.task}: there are {len(runs)} runs (0 to {len(runs) - 1}); see --list."
+            )
         run = runs[args.task]
         if run.is_done(args.output_dir):
             print(f"{run.name}: already done")
             return 0
-        return run_one(f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}", args.eval_every or 0,
-                       args.eval_episodes, args.output_dir)
+        return run_one(
+            f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}",
+            args.eval_every or 0,
+            args.eval_episodes,
+            args.output_dir,
+        )
     run_all(runs, args.jobs, args)
     report(args.output_dir, thresholds, args.figures_dir)
     return 0

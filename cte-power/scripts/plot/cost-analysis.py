@@ -17,26 +17,67 @@ from ddrl import cli, paths, plotting, scaling, summaries
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("summaries", nargs="+", type=Path, help="summary CSVs from summarize-data.py")
-    parser.add_argument("--target-return", type=float, default=2000.0, help="mean return to reach (default: %(default)s)")
-    parser.add_argument("--env-steps", type=float, default=1_000_000, help="fixed budget of env steps (default: %(default)s)")
-    parser.add_argument("--instances", type=int, default=1, help="instances the run used (default: %(default)s)")
-    parser.add_argument("--price", action="append", default=[], metavar="INSTANCE=USD", help="instance price per hour (repeatable)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "summaries", nargs="+", type=Path, help="summary CSVs from summarize-data.py"
+    )
+    parser.add_argument(
+        "--target-return",
+        type=float,
+        default=2000.0,
+        help="mean return to reach (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--env-steps",
+        type=float,
+        default=1_000_000,
+        help="fixed budget of env steps (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--instances", type=int, default=1, help="instances the run used (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="INSTANCE=USD",
+        help="instance price per hour (repeatable)",
+    )
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
     prices = scaling.parse_prices(args.price)
-    table = summaries.read_summaries(args.summaries, ("experiment", "trial", "algorithm", "num_env_runners", "num_gpus", "iteration", "env_steps", "return_mean", "time_total_s"))
+    table = summaries.read_summaries(
+        args.summaries,
+        (
+            "experiment",
+            "trial",
+            "algorithm",
+            "num_env_runners",
+            "num_gpus",
+            "iteration",
+            "env_steps",
+            "return_mean",
+            "time_total_s",
+        ),
+    )
     costs = scaling.run_costs(table, prices, args.target_return, args.env_steps, args.instances)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     costs.to_csv(args.output_dir / "costs.csv", index=False)
     shown = costs.drop(columns=["experiment", "trial"])
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     steps = f"{args.env_steps:,.0f}"
-    plotting.save(plotting.costs(costs, "cost_env_steps_", f"Cost of {steps} env steps"), args.output_dir / "cost-env-steps.png")
+    plotting.save(
+        plotting.costs(costs, "cost_env_steps_", f"Cost of {steps} env steps"),
+        args.output_dir / "cost-env-steps.png",
+    )
     if costs["seconds_to_target"].notna().any():
-        plotting.save(plotting.costs(costs, "cost_to_target_", f"Cost to mean return {args.target_return:g}"), args.output_dir / "cost-to-target.png")
+        plotting.save(
+            plotting.costs(costs, "cost_to_target_", f"Cost to mean return {args.target_return:g}"),
+            args.output_dir / "cost-to-target.png",
+        )
     else:
         print(f"no run reached mean return {args.target_return:g}; cost-to-target not plotted.")
     print(f"wrote {args.output_dir / 'costs.csv'} and the cost plots")

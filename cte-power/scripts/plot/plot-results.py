@@ -14,14 +14,37 @@ from ddrl import cli, paths, plotting, summaries
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("summaries", nargs="+", type=Path, help="summary CSVs from summarize-data.py")
-    parser.add_argument("--group-by", default="algorithm", choices=["algorithm", "experiment", "num_env_runners"], help="one curve per (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "summaries", nargs="+", type=Path, help="summary CSVs from summarize-data.py"
+    )
+    parser.add_argument(
+        "--group-by",
+        default="algorithm",
+        choices=["algorithm", "experiment", "num_env_runners"],
+        help="one curve per (default: %(default)s)",
+    )
     parser.add_argument("--title", default=None)
-    parser.add_argument("--output", type=Path, default=paths.REPO_DIR / "figures" / "plots" / "learning-curves.png")
+    parser.add_argument(
+        "--output", type=Path, default=paths.REPO_DIR / "figures" / "plots" / "learning-curves.png"
+    )
     args = parser.parse_args(argv)
 
-    table = summaries.read_summaries(args.summaries, ("experiment", "trial", "algorithm", "env", "iteration", "env_steps", "return_mean", "time_total_s"))
+    table = summaries.read_summaries(
+        args.summaries,
+        (
+            "experiment",
+            "trial",
+            "algorithm",
+            "env",
+            "iteration",
+            "env_steps",
+            "return_mean",
+            "time_total_s",
+        ),
+    )
     plotting.save(plotting.learning_curves(table, args.group_by, args.title), args.output)
     print(f"wrote {args.output}")
     return 0

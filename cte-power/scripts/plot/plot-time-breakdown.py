@@ -13,12 +13,32 @@ from ddrl import cli, paths, plotting, scaling, summaries
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("summaries", nargs="+", type=Path, help="summary CSVs of scaling runs (summarize-data.py)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "summaries", nargs="+", type=Path, help="summary CSVs of scaling runs (summarize-data.py)"
+    )
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
-    table = summaries.read_summaries(args.summaries, ("experiment", "trial", "algorithm", "num_env_runners", "num_gpus", "iteration", "time_this_iter_s", "env_steps", "timer_iteration_s", "sampling_s", "learning_s", "sync_s"))
+    table = summaries.read_summaries(
+        args.summaries,
+        (
+            "experiment",
+            "trial",
+            "algorithm",
+            "num_env_runners",
+            "num_gpus",
+            "iteration",
+            "time_this_iter_s",
+            "env_steps",
+            "timer_iteration_s",
+            "sampling_s",
+            "learning_s",
+            "sync_s",
+        ),
+    )
     timings = scaling.add_speedup(scaling.timings_from_summaries(table))
     for algorithm in sorted(timings["algorithm"].unique()):
         path = args.output_dir / f"time-breakdown-{algorithm.lower()}.png"

@@ -14,14 +14,28 @@ from ddrl import cli, paths, summaries
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*", type=Path, help="experiment folders (default: all under results/<toolkit>/)")
-    parser.add_argument("--output-dir", type=Path, default=None, help="where results/<env>/ folders go (default: cte-power/results/)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "experiments",
+        nargs="*",
+        type=Path,
+        help="experiment folders (default: all under results/<toolkit>/)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="where results/<env>/ folders go (default: cte-power/results/)",
+    )
     args = parser.parse_args(argv)
 
     experiments = args.experiments or summaries.find_experiments(paths.results_root())
     if not experiments:
-        print(f"error: no experiments under {paths.results_root()}; train one first.", file=sys.stderr)
+        print(
+            f"error: no experiments under {paths.results_root()}; train one first.", file=sys.stderr
+        )
         return 2
     for experiment in experiments:
         table = summaries.summarize_experiment(experiment)

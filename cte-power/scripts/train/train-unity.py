@@ -18,10 +18,26 @@ DEFAULT_CONFIG = "trainings/unity/ppo.yaml"
 def main(argv=None) -> int:
     parser = cli.train_parser(TOOLKIT, DEFAULT_CONFIG, description=__doc__)
     unity = parser.add_argument_group("Unity (these land in environment.env_config)")
-    unity.add_argument("--env-file", metavar="PATH", help="the build's executable; default: connect to a Unity Editor")
-    unity.add_argument("--no-graphics", action="store_true", default=None, help="run the build headless (-nographics -batchmode)")
-    unity.add_argument("--time-scale", type=float, metavar="X", help="Unity's time scale (default 20)")
-    unity.add_argument("--connect-timeout", type=float, metavar="S", help="seconds to wait for the build to connect (default 60)")
+    unity.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="the build's executable; default: connect to a Unity Editor",
+    )
+    unity.add_argument(
+        "--no-graphics",
+        action="store_true",
+        default=None,
+        help="run the build headless (-nographics -batchmode)",
+    )
+    unity.add_argument(
+        "--time-scale", type=float, metavar="X", help="Unity's time scale (default 20)"
+    )
+    unity.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to wait for the build to connect (default 60)",
+    )
     args = parser.parse_args(argv)
     env_config = {
         "file_name": args.env_file,

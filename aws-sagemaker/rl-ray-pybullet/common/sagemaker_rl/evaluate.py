@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 from ddrl.errors import UserError
-
 from sagemaker_rl import hyperparameters as hp
 from sagemaker_rl import metrics
 from sagemaker_rl.artifacts import MODEL_FILE, find_model
@@ -68,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def evaluate(model_dir: Path, contract: Contract, options: dict) -> int:
     from ddrl import rendering
-
     from sagemaker_rl.video import record
 
     info = rendering.locate(model_dir, "pybullet-envs", model_dir)

@@ -37,7 +37,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ddrl.errors import UserError
-
 from sagemaker_rl.contract import write_contract
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"

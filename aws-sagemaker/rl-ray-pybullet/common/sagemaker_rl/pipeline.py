@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddrl.errors import UserError
-
 from sagemaker_rl import metrics
 from sagemaker_rl.local_mode import LOG_GROUP, split_s3_uri
 

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 from ddrl.errors import UserError
-
 from sagemaker_rl import hyperparameters as hp
 from sagemaker_rl.contract import Contract, num_cpus, num_gpus, resolve_host
 
@@ -183,7 +182,6 @@ class Launcher:
 
     def run_driver(self, experiment) -> int:
         from ddrl import ray_runtime, resources, training
-
         from sagemaker_rl import artifacts, callbacks
 
         path = self.contract.checkpoints_dir / self.name
@@ -286,7 +284,6 @@ class Launcher:
     # ---------------------------------------------------------------------------- cluster
     def _start_head(self, needed):
         from ddrl import ray_runtime, resources
-
         from sagemaker_rl import cluster
 
         token, source = cluster.auth_token(
@@ -330,7 +327,6 @@ class Launcher:
 
     def _stop_head(self, node, status: str) -> None:
         from ddrl import ray_runtime
-
         from sagemaker_rl import cluster
 
         try:

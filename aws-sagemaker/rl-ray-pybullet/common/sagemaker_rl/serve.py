@@ -25,7 +25,6 @@ import numpy as np
 class PolicyServer:
     def __init__(self, model_dir: Path):
         from ddrl import environments, rendering
-
         from sagemaker_rl.artifacts import find_model
 
         model_dir = find_model(Path(model_dir))
