@@ -125,7 +125,7 @@ def test_plot_results_draws_return_against_steps_and_time(summary_csv, tmp_path)
     assert by_steps.get_xlabel() == "env steps" and by_time.get_xlabel().startswith(
         "wall-clock time"
     )
-    assert by_steps.get_ylabel() == "mean episode return"
+    assert by_steps.get_ylabel() == "mean episode return (last 100 episodes)"
     assert list(series_of(by_steps)) == ["PPO (n=2)"], (
         "one curve per algorithm, mean of its 2 trials"
     )
@@ -139,6 +139,33 @@ def test_plot_results_draws_return_against_steps_and_time(summary_csv, tmp_path)
         load_script(PLOT / "plot-results.py").main([str(summary_csv), "--output", str(output)]) == 0
     )
     assert output.stat().st_size > 10_000
+
+
+def test_learning_curves_draw_evaluation_returns_dashed_beside_training():
+    rows = [
+        {
+            "experiment": "e",
+            "trial": f"t{t}",
+            "algorithm": "SAC",
+            "env": "X",
+            "iteration": i,
+            "env_steps": 1000 * i,
+            "time_total_s": 10.0 * i,
+            "return_mean": float(i),
+            "eval_return": float(2 * i) if i % 2 == 0 else None,
+        }
+        for t in range(2)
+        for i in range(1, 9)
+    ]
+    by_steps, _ = plotting.learning_curves(pd.DataFrame(rows)).axes
+    lines = series_of(by_steps)
+    assert set(lines) == {"SAC, training (n=2)", "SAC, evaluation (n=2)"}
+    evaluation = lines["SAC, evaluation (n=2)"]
+    assert (
+        evaluation.get_linestyle() == "--"
+        and evaluation.get_color() == lines["SAC, training (n=2)"].get_color()
+    )
+    assert max(evaluation.get_ydata()) == 16.0, "evaluation rounds only (every other iteration)"
 
 
 def test_plot_time_with_the_thesis_has_both_series_and_the_ideal_line(tmp_path):
@@ -243,3 +270,15 @@ def test_bad_input_gives_clear_messages(tmp_path, capsys):
         plotting.time_breakdown(thesis_only, "PPO")
     with pytest.raises(UserError, match="no timings for algorithm DQN"):
         plotting.scaling(thesis_only, "DQN")
+
+
+def test_readme_globs_work_although_they_take_the_thesis_csv(tmp_path, capsys):
+    """plot-results.py and cost-analysis.py results/humanoid/*.csv, as the README writes them."""
+    committed = sorted((CTE_POWER / "results" / "humanoid").glob("*.csv"))
+    assert any("thesis" in p.name for p in committed) and len(committed) >= 2
+    output = tmp_path / "curves.png"
+    assert (
+        load_script(PLOT / "plot-results.py").main([*map(str, committed), "--output", str(output)])
+        == 0
+    )
+    assert "note: skipping" in capsys.readouterr().err and output.stat().st_size > 10_000

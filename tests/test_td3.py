@@ -239,3 +239,26 @@ def test_save_restore_gives_identical_deterministic_actions(local_ray, tmp_path)
     )
     with torch.no_grad():
         assert torch.equal(module.forward_inference(obs)[Columns.ACTIONS], expected)
+
+
+def test_off_policy_configs_are_siblings_and_td3_refuses_sac_keys(tmp_path):
+    from ddrl import config
+    from ddrl.errors import UserError
+    from ddrl.offpolicy import LeanOffPolicyConfig
+    from ddrl.sac import SACConfig
+
+    assert not issubclass(TD3Config, SACConfig) and not issubclass(SACConfig, TD3Config)
+    assert issubclass(TD3Config, LeanOffPolicyConfig) and issubclass(SACConfig, LeanOffPolicyConfig)
+    base = {"env": "Pendulum-v1", "stop": {"iterations": 1}}
+    for algorithm in ("TD3", "DDPG"):
+        for key, value in (("initial_alpha", 0.5), ("alpha_lr", 1e-3), ("target_entropy", -1.0)):
+            with pytest.raises(
+                UserError, match=rf"'training.{key}' is not a {algorithm} setting: .*no entropy"
+            ):
+                config.validate({**base, "algorithm": algorithm, "training": {key: value}}, "gym")
+    sac = config.validate(
+        {**base, "algorithm": "SAC", "training": {"initial_alpha": 0.5, "alpha_lr": 1e-3}}, "gym"
+    )
+    assert sac.rllib["training"]["initial_alpha"] == 0.5
+    with pytest.raises(UserError, match="policy_delay"):
+        config.validate({**base, "algorithm": "SAC", "training": {"policy_delay": 2}}, "gym")

@@ -334,7 +334,13 @@ def _validate_section(section: Any, defaults: dict, name: str, where: str) -> di
 def _validate_group(defaults, group: str, settings: dict, where: str) -> dict:
     params = _group_parameters(type(defaults), group)
     out = {}
+    foreign = getattr(defaults, "foreign_training_keys", {}) if group == "training" else {}
     for key, value in settings.items():
+        if key in foreign:
+            name = defaults.algo_class.__name__
+            raise UserError(
+                f"'training.{key}'{where} is not a {name} setting: {foreign[key]}. Remove it."
+            )
         _check_known_key(key, tuple(params), f"'{group}'{where}")
         _check_not_deprecated(defaults, group, key, params[key])
         allowed = _allowed_types(params[key].annotation)

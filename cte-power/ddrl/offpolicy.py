@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from ray.rllib.algorithms.algorithm_config import NotProvided
+from ray.rllib.algorithms.sac import sac as rllib_sac
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -25,6 +27,91 @@ from ray.rllib.utils.metrics import (
 )
 
 from ddrl.replay import TransitionBuffer
+
+
+class LeanOffPolicyConfig(rllib_sac.SACConfig):
+    """The settings SAC and TD3/DDPG share on the lean path: network sizes, replay ratio, one
+    learner call per fragment. Each algorithm's config subclasses this and adds its own keys.
+
+    RLlib has no off-policy base config without SAC's entropy settings, so this builds on
+    RLlib's ``SACConfig`` for its replay and target-network settings; ``foreign_training_keys``
+    names what a subclass inherits from it but does not use, and ``ddrl.config`` refuses those.
+    """
+
+    #: RLlib SAC keyword -> why this algorithm has no use for it (an experiment that sets one is refused).
+    foreign_training_keys: dict[str, str] = {}
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class)
+        self.actor_hiddens = [256, 256]
+        self.critic_hiddens = [256, 256]
+        self.hidden_activation = "relu"
+        self.updates_per_env_step = 1.0
+        # One learner call per fragment: the per-call overhead is paid once per 64 updates.
+        self.rollout_fragment_length = 64
+        self.min_time_s_per_iteration = 0
+        self.min_sample_timesteps_per_iteration = 1000
+
+    def training(
+        self,
+        *,
+        actor_hiddens: list | None = NotProvided,
+        critic_hiddens: list | None = NotProvided,
+        hidden_activation: str | None = NotProvided,
+        updates_per_env_step: float | None = NotProvided,
+        **kwargs,
+    ):
+        """The shared settings on top of RLlib's (``tau``, ``actor_lr``, ``critic_lr``, ``twin_q``,
+        replay...).
+
+        Args:
+            actor_hiddens: hidden layer sizes of the actor.
+            critic_hiddens: hidden layer sizes of each critic.
+            hidden_activation: relu, tanh, elu or silu.
+            updates_per_env_step: gradient updates (of ``train_batch_size_per_learner``) per env
+                step sampled (the replay ratio).
+        """
+        super().training(**kwargs)
+        return self._set_provided(locals())
+
+    def _set_provided(self, arguments: dict):
+        """Set the keyword ``arguments`` of a ``training()`` call that were given (subclasses too)."""
+        for name, value in arguments.items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    def validate(self) -> None:
+        super().validate()
+        name = self.algo_class.__name__ if self.algo_class else type(self).__name__
+        if self.num_learners > 1:
+            raise ValueError(
+                f"{name} trains on one learner (num_learners 0 or 1, on CPU or GPU); got num_learners > 1."
+            )
+        if self.updates_per_env_step <= 0:
+            raise ValueError(
+                f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}."
+            )
+        if self.n_step not in (1, None):
+            raise ValueError(f"{name} uses 1-step TD targets; got n_step={self.n_step}.")
+        for lr_name in self.learning_rates():
+            if not isinstance(getattr(self, lr_name), (int, float)):
+                raise ValueError(f"`{lr_name}` must be a number for {name} (no schedules).")
+
+    def learning_rates(self) -> tuple[str, ...]:
+        return ("actor_lr", "critic_lr")
+
+    def replay_ratio(self) -> float:
+        """Gradient updates per env step sampled (what the lean training step runs)."""
+        return self.updates_per_env_step
+
+    @property
+    def _model_config_auto_includes(self):
+        return super()._model_config_auto_includes | {
+            "actor_hiddens": list(self.actor_hiddens),
+            "critic_hiddens": list(self.critic_hiddens),
+            "hidden_activation": self.hidden_activation,
+        }
 
 
 class LeanOffPolicy:

@@ -120,12 +120,19 @@ def write_summary(table: pd.DataFrame, output_root: Path) -> Path:
 
 
 def read_summaries(paths: list[Path], required: tuple[str, ...]) -> pd.DataFrame:
-    """Load summary CSVs, failing clearly on missing files or columns."""
+    """Load summary CSVs, failing clearly on missing files or columns.
+
+    Among several files (a shell glob such as ``results/humanoid/*.csv``), one that is not a
+    summary (the thesis's iteration-time table beside them) is skipped with a note on stderr;
+    the error comes only when no summary is left.
+    """
+    import sys
+
     if not paths:
         raise UserError(
             "no summary CSV given. Make them with scripts/plot/summarize-data.py first."
         )
-    tables = []
+    tables, skipped = [], []
     for path in map(Path, paths):
         if not path.is_file():
             raise UserError(
@@ -134,9 +141,15 @@ def read_summaries(paths: list[Path], required: tuple[str, ...]) -> pd.DataFrame
         table = pd.read_csv(path)
         missing = [c for c in required if c not in table.columns]
         if missing:
-            raise UserError(
-                f"{path} lacks the columns {', '.join(missing)}; it is not a summary from summarize-data.py "
-                "(or is an older one: summarize again)."
-            )
+            skipped.append((path, missing))
+            continue
         tables.append(table)
+    if not tables:
+        path, missing = skipped[0]
+        raise UserError(
+            f"{path} lacks the columns {', '.join(missing)}; it is not a summary from summarize-data.py "
+            "(or is an older one: summarize again)."
+        )
+    for path, _ in skipped:
+        print(f"note: skipping {path}: not a summary from summarize-data.py", file=sys.stderr)
     return pd.concat(tables, ignore_index=True)

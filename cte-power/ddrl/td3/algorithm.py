@@ -1,29 +1,36 @@
-"""TD3Config/TD3 and DDPGConfig/DDPG: subclasses of our SAC (as RLlib's TQC is of RLlib's) with
-the lean training step of ``ddrl.offpolicy``: ``updates_per_env_step`` gradient updates per new env step (1 by
-default: the thesis's and the TD3 paper's replay ratio), many per learner call.
+"""TD3Config/TD3 and DDPGConfig/DDPG: siblings of our SAC on the lean off-policy path of
+``ddrl.offpolicy``: ``updates_per_env_step`` gradient updates per new env step (1 by default: the
+thesis's and the TD3 paper's replay ratio), many per learner call.
 """
 
 from __future__ import annotations
 
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import NotProvided
+from ray.rllib.algorithms.sac import sac as rllib_sac
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
-from ddrl.sac import SAC, SACConfig
+from ddrl.offpolicy import LeanOffPolicy, LeanOffPolicyConfig
+
+_NO_ENTROPY = "TD3 and DDPG have a deterministic actor and no entropy temperature"
 
 
-class TD3Config(SACConfig):
+class TD3Config(LeanOffPolicyConfig):
     """TD3 (Fujimoto et al. 2018): twin critics, target policy smoothing, delayed actor updates.
 
-    Our ``SACConfig`` already owns the network sizes, ``updates_per_env_step`` and the lean
-    training step's settings; TD3 adds its noise and delay.
+    The shared lean base owns the network sizes, ``updates_per_env_step`` and the training step's
+    settings; TD3 adds its noise and delay. SAC's entropy keys are refused.
 
     Example::
 
         config = TD3Config().environment("Pendulum-v1").training(actor_lr=1e-3, policy_delay=2)
         algo = config.build_algo()
     """
+
+    foreign_training_keys = {
+        key: _NO_ENTROPY for key in ("initial_alpha", "alpha_lr", "target_entropy")
+    }
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TD3)
@@ -42,7 +49,7 @@ class TD3Config(SACConfig):
         self.num_steps_sampled_before_learning_starts = 10_000
         self.replay_buffer_config = {"type": "EpisodeReplayBuffer", "capacity": 1_000_000}
 
-    @override(SACConfig)
+    @override(LeanOffPolicyConfig)
     def training(
         self,
         *,
@@ -52,7 +59,7 @@ class TD3Config(SACConfig):
         policy_delay: int | None = NotProvided,
         **kwargs,
     ):
-        """TD3 settings on top of our SAC's (``actor_hiddens``, ``updates_per_env_step``, ``tau``,
+        """TD3 settings on top of the shared ones (``actor_hiddens``, ``updates_per_env_step``, ``tau``,
         ``actor_lr``, ``critic_lr``, ``twin_q``, replay...).
 
         Args:
@@ -65,7 +72,7 @@ class TD3Config(SACConfig):
         super().training(**kwargs)
         return self._set_provided(locals())
 
-    @override(SACConfig)
+    @override(LeanOffPolicyConfig)
     def validate(self) -> None:
         super().validate()
         if self.policy_delay < 1:
@@ -75,20 +82,20 @@ class TD3Config(SACConfig):
                 "`exploration_noise`, `target_noise` and `target_noise_clip` must be >= 0."
             )
 
-    @override(SACConfig)
+    @override(LeanOffPolicyConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from ddrl.td3.rl_module import TD3TorchRLModule
 
         return RLModuleSpec(module_class=TD3TorchRLModule)
 
-    @override(SACConfig)
+    @override(LeanOffPolicyConfig)
     def get_default_learner_class(self):
         from ddrl.td3.learner import TD3TorchLearner
 
         return TD3TorchLearner
 
     @property
-    @override(SACConfig)
+    @override(LeanOffPolicyConfig)
     def _model_config_auto_includes(self):
         return super()._model_config_auto_includes | {"exploration_noise": self.exploration_noise}
 
@@ -103,7 +110,7 @@ class DDPGConfig(TD3Config):
         self.policy_delay = 1
 
 
-class TD3(SAC):
+class TD3(LeanOffPolicy, rllib_sac.SAC):
     @classmethod
     @override(Algorithm)
     def get_default_config(cls) -> TD3Config:
