@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddrl import algorithms, config, value_ranges
+from ddrl import algorithms, config, experiment, value_ranges
 
 BASE = {
     "env": "HopperBulletEnv-v0",
@@ -39,7 +39,7 @@ def setting_paths(algorithm: str) -> dict[str, tuple[str, ...]]:
     """Each ranged setting the algorithm accepts -> its path in an experiment file."""
     defaults = algorithms.get_algorithm_class(algorithm).get_default_config()
     found = {}
-    for group in config.RLLIB_GROUPS:
+    for group in experiment.RLLIB_GROUPS:
         for key in config._group_parameters(type(defaults), group):
             if key in value_ranges.RANGES:
                 found.setdefault(key, (group, key))
@@ -120,12 +120,12 @@ def unknown_keys(draw):
         )
     )
     if where == "top":
-        known = config.TOP_LEVEL_KEYS + config.RLLIB_GROUPS
+        known = experiment.TOP_LEVEL_KEYS + experiment.RLLIB_GROUPS
     elif where == "stop":
-        known = tuple(config.STOP_METRICS) + tuple(config.STOP_ALIASES)
+        known = tuple(experiment.STOP_METRICS) + tuple(experiment.STOP_ALIASES)
     elif where in ("checkpoint", "tune"):
         known = tuple(
-            (config.CHECKPOINT_DEFAULTS if where == "checkpoint" else config.TUNE_DEFAULTS)
+            (experiment.CHECKPOINT_DEFAULTS if where == "checkpoint" else experiment.TUNE_DEFAULTS)
         )
     else:
         defaults = algorithms.get_algorithm_class(algorithm).get_default_config()

@@ -3,11 +3,13 @@
 import importlib.util
 import re
 import subprocess
+import sys
 
 import pytest
 
 from ddrl import config, environments
 from ddrl.errors import UserError
+from ddrl.experiment import dump_yaml
 from ddrl.paths import CTE_POWER_DIR as CTE_POWER
 from ddrl.paths import TRAININGS_DIR
 
@@ -105,7 +107,7 @@ def test_search_candidates_are_type_checked():
 def test_saved_experiment_round_trips(tmp_path):
     experiment = config.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs")
     saved = tmp_path / "experiment.yaml"
-    saved.write_text(config.dump_yaml(experiment.to_dict()))
+    saved.write_text(dump_yaml(experiment.to_dict()))
     again = config.load_experiment(saved, "pybullet-envs")
     assert again.to_dict() == experiment.to_dict()
 
@@ -133,3 +135,28 @@ def test_job_files_name_existing_scripts_and_configs(job):
         assert (CTE_POWER / relative).is_file(), (
             f"{job.name} names {relative}, which does not exist"
         )
+
+
+def test_reading_experiments_and_results_imports_neither_ray_nor_torch():
+    """The pipeline's first step and the analysis side are pure data: they start in a blink."""
+    code = (
+        "import sys; import ddrl.experiment, ddrl.results, ddrl.summaries, ddrl.value_ranges; "
+        "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_result_keys_are_rllibs_metric_names():
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_RESULTS,
+        EPISODE_RETURN_MEAN,
+        EVALUATION_RESULTS,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    )
+
+    from ddrl import results
+
+    assert results.ENV_STEPS == NUM_ENV_STEPS_SAMPLED_LIFETIME
+    assert results.MEAN_RETURN == f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
+    assert results.EVAL_RETURN == f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"

@@ -8,6 +8,8 @@ import pytest
 import ray
 
 from ddrl import config
+from ddrl.experiment import Experiment
+from ddrl.results import EVAL_RETURN, result_value
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +54,7 @@ def local_ray(tmp_path_factory):
 
 
 def build(algorithm: str, rllib: dict):
-    experiment = config.Experiment(
+    experiment = Experiment(
         toolkit="gym", env=COUNTING_ENV, algorithm=algorithm, stop={"iterations": 1}, rllib=rllib
     )
     return config.build_algorithm_config(experiment).build_algo()
@@ -122,9 +124,7 @@ def test_evaluation_return_is_the_mean_of_its_round_and_a_stop_key(local_ray):
         for round_index in range(2):
             result = algo.train()
             # the evaluation env's episodes 3r, 3r+1, 3r+2
-            assert config.result_value(result, config.STOP_METRICS["eval_return"]) == pytest.approx(
-                3 * round_index + 1
-            )
+            assert result_value(result, EVAL_RETURN) == pytest.approx(3 * round_index + 1)
     finally:
         algo.stop()
     stop = config.validate(

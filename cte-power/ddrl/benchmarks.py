@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ddrl import config, environments
+from ddrl.experiment import Experiment
 from ddrl.networks import mlp, q_values, soft_update
 
 # --------------------------------------------------------------------------- limits
@@ -121,7 +122,7 @@ def raw_env(toolkit: str, env_id: str, seconds: float, num_envs: int = 1) -> Wor
 
 
 @contextlib.contextmanager
-def env_runner_sampling(experiment: config.Experiment, steps: int = 1000):
+def env_runner_sampling(experiment: Experiment, steps: int = 1000):
     """One env runner built from ``experiment`` (its envs per runner, its policy) in this process,
     with one torch thread as in an env runner process; one round is one ``sample()`` call of
     ``steps`` env steps (short rounds: see ``interleave``)."""
@@ -382,7 +383,7 @@ def reference_ppo(
 
 # --------------------------------------------------------------------------- ours
 @contextlib.contextmanager
-def our_training(experiment: config.Experiment, progress=print):
+def our_training(experiment: Experiment, progress=print):
     """Our training (``Algorithm.train()``, Ray must be running), one iteration per round, after 2
     warm-up iterations (past learning starts, caches filled)."""
     environments.register_env(experiment.toolkit, experiment.env)

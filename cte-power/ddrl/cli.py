@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddrl import paths, resources
+from ddrl import paths, resources, results
 from ddrl.errors import UserError
 
 
@@ -97,6 +97,7 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
 
     quiet_rllib_notices()
     from ddrl import config, environments, training
+    from ddrl.experiment import dump_yaml
 
     overrides = [
         f"environment.env_config.{k}={json.dumps(v)}"
@@ -128,7 +129,7 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         resources.check_fits(needed, granted)
 
     if args.dry_run:
-        print(config.dump_yaml(experiment.to_dict()))
+        print(dump_yaml(experiment.to_dict()))
         trials = experiment.num_variants() * experiment.tune["num_samples"]
         print(f"# trials: {trials}; each needs {needed}")
         print(
@@ -158,7 +159,7 @@ def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
         return training.experiment_dir(results_dir, args.name or experiment.name)
     stem = Path(args.config).stem
     if args.resume:
-        latest = training.latest_experiment(results_dir, f"{stem}-")
+        latest = results.latest_experiment(results_dir, f"{stem}-")
         if latest is None:
             raise UserError(
                 f"no experiment of config '{stem}' in {results_dir} to resume. Drop --resume to start one."

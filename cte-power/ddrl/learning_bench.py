@@ -189,8 +189,9 @@ def train_ours(
     import ray
     import torch
 
-    from ddrl import config, environments
+    from ddrl import config, environments, results
     from ddrl.callbacks import EPISODE_RETURNS
+    from ddrl.experiment import dump_yaml
 
     torch.set_num_threads(1)
     experiment = config.validate(our_experiment(run, eval_every, eval_episodes), TOOLKIT)
@@ -213,7 +214,7 @@ def train_ours(
             row = {
                 "env_steps": steps,
                 "wall_s": trained_s,
-                "smoothed_return": config.result_value(result, config.STOP_METRICS["mean_return"]),
+                "smoothed_return": results.result_value(result, results.MEAN_RETURN),
                 "eval_return": None,
             }
             if steps >= next_eval or steps >= run.budget:
@@ -225,7 +226,7 @@ def train_ours(
         if checkpoint_dir is not None:
             experiment_dir = Path(checkpoint_dir) / run.name
             algo.save_to_path(str((experiment_dir / "trial" / "checkpoint_000000").resolve()))
-            (experiment_dir / "experiment.yaml").write_text(config.dump_yaml(experiment.to_dict()))
+            (experiment_dir / results.EXPERIMENT_FILE).write_text(dump_yaml(experiment.to_dict()))
     finally:
         algo.stop()
         ray.shutdown()

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ddrl import environments
+from ddrl import environments, results
 from ddrl.errors import UserError
+from ddrl.results import EXPERIMENT_FILE
 
 CHECKPOINT_MARKER = "rllib_checkpoint.json"
-EXPERIMENT_FILE = "experiment.yaml"
 
 
 # ---------------------------------------------------------------------------- finding checkpoints
@@ -63,20 +63,8 @@ def _latest_checkpoint(trial: Path) -> Path:
 
 def _best_trial(experiment: Path) -> tuple[Path, float]:
     """The trial whose best reported mean return (result.json) is highest."""
-    scored = []
-    for trial in _trials(experiment):
-        returns = []
-        if (trial / "result.json").is_file():
-            for line in (trial / "result.json").read_text().splitlines():
-                value = (
-                    json.loads(line).get("env_runners", {}).get("episode_return_mean")
-                    if line.strip()
-                    else None
-                )
-                if isinstance(value, (int, float)) and not np.isnan(value):
-                    returns.append(value)
-        if returns and _checkpoints(trial):
-            scored.append((max(returns), trial))
+    scored = [(results.best_return(t), t) for t in _trials(experiment) if _checkpoints(t)]
+    scored = [(value, trial) for value, trial in scored if value is not None]
     if not scored:
         raise UserError(
             f"no trial of {experiment} has both results and a checkpoint; cannot pick the best."
@@ -85,15 +73,10 @@ def _best_trial(experiment: Path) -> tuple[Path, float]:
     return trial, best_return
 
 
-def latest_experiment(results_dir: Path) -> Path | None:
-    experiments = [p.parent for p in results_dir.glob(f"*/{EXPERIMENT_FILE}")]
-    return max(experiments, key=lambda p: (p / EXPERIMENT_FILE).stat().st_mtime, default=None)
-
-
 def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = False) -> RunInfo:
     """Resolve a checkpoint, trial or experiment folder (or nothing: the latest experiment)."""
     if path is None:
-        experiment = latest_experiment(results_dir)
+        experiment = results.latest_experiment(results_dir)
         if experiment is None:
             raise UserError(
                 f"no trained experiments under {results_dir}. Train one first, e.g. "

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddrl.config import result_value
+from ddrl import results
 from ddrl.errors import UserError
+from ddrl.results import result_value
 
 #: column -> path in a result dict
 METRICS = {
     "iteration": "training_iteration",
-    "env_steps": "num_env_steps_sampled_lifetime",
-    "return_mean": "env_runners/episode_return_mean",  # the last 100 episodes (ddrl.callbacks)
-    "episodes_in_window": "env_runners/num_episodes_in_window",
-    "eval_return": "evaluation/env_runners/episode_return_mean",
+    "env_steps": results.ENV_STEPS,
+    "return_mean": results.MEAN_RETURN,  # the last 100 episodes (ddrl.callbacks)
+    "episodes_in_window": results.EPISODES_IN_WINDOW,
+    "eval_return": results.EVAL_RETURN,
     "return_min": "env_runners/episode_return_min",
     "return_max": "env_runners/episode_return_max",
     "episode_len_mean": "env_runners/episode_len_mean",
@@ -63,10 +64,7 @@ def summarize_trial(trial: Path) -> pd.DataFrame:
         json.loads((trial / "params.json").read_text()) if (trial / "params.json").is_file() else {}
     )
     rows = []
-    for line in (trial / "result.json").read_text().splitlines():
-        if not line.strip():
-            continue
-        result = json.loads(line)
+    for result in results.trial_results(trial):
         row = {name: result_value(result, path) for name, path in METRICS.items()}
         calls = row.pop("training_step_calls") or 1
         for timer in TIMER_COLUMNS:  # per iteration, not per call

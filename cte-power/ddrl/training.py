@@ -15,10 +15,11 @@ from pathlib import Path
 
 from ddrl import environments
 from ddrl.algorithms import get_algorithm_class
-from ddrl.config import STOP_METRICS, Experiment, build_algorithm_config, dump_yaml, result_value
+from ddrl.config import build_algorithm_config
 from ddrl.errors import UserError
+from ddrl.experiment import STOP_METRICS, Experiment, dump_yaml
+from ddrl.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
 
-EXPERIMENT_FILE = "experiment.yaml"
 #: Exit code after a stop request (SIGUSR2; our Slurm jobs forward Slurm's warning signal): every
 #: running trial checkpointed, Tune saved its state, and ``--resume`` continues from there.
 EXIT_CHECKPOINTED = 3
@@ -37,14 +38,6 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 
 def experiment_dir(results_dir: Path, name: str) -> Path:
     return Path(results_dir) / name
-
-
-def latest_experiment(results_dir: Path, prefix: str) -> Path | None:
-    """The most recently started experiment folder whose name starts with ``prefix``."""
-    candidates = [
-        p for p in Path(results_dir).glob(f"{prefix}*") if (p / EXPERIMENT_FILE).is_file()
-    ]
-    return max(candidates, key=lambda p: (p / EXPERIMENT_FILE).stat().st_mtime, default=None)
 
 
 def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
@@ -175,7 +168,7 @@ def make_progress_printer():
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             ret = result_value(result, STOP_METRICS["mean_return"])
-            episodes = result_value(result, "env_runners/num_episodes_in_window")
+            episodes = result_value(result, EPISODES_IN_WINDOW)
             evaluated = result_value(result, STOP_METRICS["eval_return"])
             prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
             _say(

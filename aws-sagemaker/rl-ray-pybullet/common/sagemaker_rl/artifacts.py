@@ -21,9 +21,10 @@ import shutil
 import time
 from pathlib import Path
 
+from ddrl import results
 from ddrl.errors import UserError
+from ddrl.results import EXPERIMENT_FILE
 
-EXPERIMENT_FILE = "experiment.yaml"
 MODEL_FILE = "model.json"
 #: What of an RLlib checkpoint the policy needs (relative paths); see ddrl.rendering.Policy.
 POLICY_PARTS = (
@@ -52,24 +53,6 @@ def export_policy(checkpoint: Path, destination: Path) -> Path:
     return destination
 
 
-def _results(trial: Path) -> list[dict]:
-    path = trial / "result.json"
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass  # a line cut by a kill
-    return rows
-
-
-def _mean_return(row: dict):
-    value = (row.get("env_runners") or {}).get("episode_return_mean")
-    return value if isinstance(value, (int, float)) and value == value else None
-
-
 def pick_checkpoint(experiment: Path) -> tuple[Path, Path]:
     """(trial, checkpoint): the latest checkpoint of the trial with the best mean return."""
     trials = [
@@ -81,8 +64,8 @@ def pick_checkpoint(experiment: Path) -> tuple[Path, Path]:
         )
 
     def score(trial: Path):
-        returns = [r for r in map(_mean_return, _results(trial)) if r is not None]
-        return max(returns) if returns else float("-inf")
+        best = results.best_return(trial)
+        return float("-inf") if best is None else best
 
     trial = max(trials, key=score)
     checkpoint = sorted(p for p in trial.glob("checkpoint_*") if p.is_dir())[-1]
@@ -101,8 +84,8 @@ def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -
     import yaml
 
     saved = yaml.safe_load((experiment / EXPERIMENT_FILE).read_text())
-    results = _results(trial)
-    last = results[-1] if results else {}
+    rows = results.trial_results(trial)
+    last = rows[-1] if rows else {}
     import ray
 
     import ddrl
@@ -113,10 +96,11 @@ def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -
         "toolkit": saved.get("toolkit"),
         "checkpoint": str(target.relative_to(model_dir)),
         "trial": trial.name,
-        "training_iteration": last.get("training_iteration"),
-        "env_steps": last.get("num_env_steps_sampled_lifetime"),
-        "episode_return_mean": _mean_return(last),
-        "time_total_s": last.get("time_total_s"),
+        "training_iteration": results.result_value(last, results.ITERATIONS),
+        "env_steps": results.result_value(last, results.ENV_STEPS),
+        "episode_return_mean": results.result_value(last, results.MEAN_RETURN),
+        "eval_return": results.result_value(last, results.EVAL_RETURN),
+        "time_total_s": results.result_value(last, results.TIME_S),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "ray_version": ray.__version__,
         "ddrl_version": ddrl.__version__,

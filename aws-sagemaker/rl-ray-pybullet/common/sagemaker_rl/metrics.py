@@ -17,8 +17,9 @@ log lines (CloudWatch Logs, or a local run's log) for the notebook's plot.
 
 from __future__ import annotations
 
-import math
 import re
+
+from ddrl import results
 
 TRAINING_PREFIX = "#metrics"
 EVAL_PREFIX = "#eval"
@@ -29,6 +30,7 @@ TRAINING_METRICS = (
     "training_iteration",
     "env_steps",
     "episode_return_mean",
+    "eval_return",
     "episode_return_max",
     "episode_return_min",
     "episode_len_mean",
@@ -49,18 +51,8 @@ EVALUATE_METRIC_DEFINITIONS = [
 
 
 def _value(result: dict, path: str):
-    value = result
-    for part in path.split("/"):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (isinstance(value, float) and math.isnan(value))
-    ):
-        return None
-    return value
+    value = results.result_value(result, path)
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
 
 
 def _fmt(value) -> str:
@@ -72,7 +64,8 @@ def training_line(result: dict, trial_id: str | None = None) -> str:
     values = {
         "training_iteration": _value(result, "training_iteration"),
         "env_steps": _value(result, "num_env_steps_sampled_lifetime"),
-        "episode_return_mean": _value(result, "env_runners/episode_return_mean"),
+        "episode_return_mean": _value(result, results.MEAN_RETURN),  # the last 100 episodes
+        "eval_return": _value(result, results.EVAL_RETURN),  # the latest evaluation round
         "episode_return_max": _value(result, "env_runners/episode_return_max"),
         "episode_return_min": _value(result, "env_runners/episode_return_min"),
         "episode_len_mean": _value(result, "env_runners/episode_len_mean"),
