@@ -143,7 +143,9 @@ def test_reading_experiments_and_results_imports_neither_ray_nor_torch():
         "import sys; import ddrl.experiment, ddrl.results, ddrl.summaries, ddrl.value_ranges; "
         "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
