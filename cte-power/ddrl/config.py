@@ -29,6 +29,10 @@ from ddrl.experiment import (
     read_experiment_file,
 )
 
+# Experiments saved before ddrl.results existed pickled their stopper with this name; keep it
+# importable from here so that they still resume.
+from ddrl.results import result_value  # noqa: F401
+
 #: Resource amounts Ray accepts as fractions even where RLlib's type hints say int.
 FRACTIONAL_RESOURCES = {
     "num_cpus_per_env_runner",

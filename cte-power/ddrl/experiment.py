@@ -27,9 +27,10 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddrl import results
 from ddrl.errors import UserError
@@ -70,8 +71,6 @@ STOP_ALIASES = {
 }
 
 
-CHECKPOINT_DEFAULTS = {"every": 10, "at_end": True, "keep": None}
-TUNE_DEFAULTS = {"num_samples": 1, "max_failures": 0, "max_concurrent_trials": None}
 TOP_LEVEL_KEYS = ("name", "description", "env", "algorithm", "stop", "checkpoint", "tune")
 SEARCH_KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint")
 
@@ -187,30 +186,98 @@ def _missing_config_message(path: Path, toolkit: str) -> str:
 
 
 # -------------------------------------------------------------------------------- validation
+class _Section(BaseModel):
+    """A group of our own settings: unknown keys are errors, types are strict (YAML's 1e-4,
+    which it reads as text, is accepted as a number by ``expect_type`` before this)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CheckpointSettings(_Section):
+    every: Annotated[int, Field(ge=0)] = 10  # iterations between checkpoints; 0: only at the end
+    at_end: bool = True
+    keep: Annotated[int, Field(ge=1)] | None = None  # newest N kept per trial; null: all
+
+
+class TuneSettings(_Section):
+    num_samples: Annotated[int, Field(ge=1)] = 1
+    max_failures: Annotated[int, Field(ge=-1)] = 0  # -1: retry forever
+    max_concurrent_trials: Annotated[int, Field(ge=1)] | None = None
+
+
+class StopSettings(_Section):
+    """Whichever comes first; at least one is required."""
+
+    env_steps: Annotated[int | float, Field(gt=0)] | None = None
+    mean_return: int | float | None = None
+    eval_return: int | float | None = None
+    iterations: Annotated[int | float, Field(gt=0)] | None = None
+    time_s: Annotated[int | float, Field(gt=0)] | None = None
+
+
+CHECKPOINT_DEFAULTS = CheckpointSettings().model_dump()
+TUNE_DEFAULTS = TuneSettings().model_dump()
+_PYDANTIC_PHRASES = {
+    "bool_type": "true/false",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "int_from_float": "an integer",
+    "none_required": "null",
+}
+
+
+def _validated(model: type[_Section], section: Any, name: str, where: str) -> dict:
+    """``section`` checked by ``model``; our one-line messages (with "did you mean") on errors."""
+    section = {} if section is None else section
+    if not isinstance(section, dict):
+        raise UserError(f"'{name}'{where} must be a mapping, e.g. {name}: {model().model_dump()}.")
+    known = tuple(model.model_fields)
+    for key in section:
+        check_known_key(key, known, f"'{name}'{where}")
+    numeric = {
+        key: expect_type(value, _field_types(model, key), f"{name}.{key}")
+        for key, value in section.items()
+    }
+    try:
+        return model(**numeric).model_dump()
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(part) for part in first["loc"] if not isinstance(part, int))
+        key = key.split(".")[0]
+        phrase = _PYDANTIC_PHRASES.get(
+            first["type"], first["msg"].removeprefix("Input should be ").lower()
+        )
+        raise UserError(
+            f"'{name}.{key}' must be {phrase}, got {section.get(key)!r}. "
+            f"Fix it in the config file or with --set {name}.{key}=VALUE."
+        ) from None
+
+
+def _field_types(model: type[_Section], key: str) -> tuple[type, ...]:
+    """The plain types a field takes (for expect_type's conversion of numbers written as text)."""
+
+    def plain(annotation) -> tuple[type, ...]:
+        if typing.get_origin(annotation) is Annotated:
+            return plain(typing.get_args(annotation)[0])
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            return tuple(t for arg in typing.get_args(annotation) for t in plain(arg))
+        return (annotation,)
+
+    return plain(model.model_fields[key].annotation)
+
+
 def _validate_stop(stop: Any, where: str) -> dict[str, float]:
     if not isinstance(stop, dict) or not stop:
         raise UserError(
             f"'stop'{where} must set at least one of {', '.join(STOP_METRICS)} "
             "(e.g. stop: {env_steps: 1000000}); without it training never ends."
         )
-    out = {}
+    canonical = {}
     for key, value in stop.items():
         check_known_key(key, tuple(STOP_METRICS) + tuple(STOP_ALIASES), f"'stop'{where}")
-        canonical = STOP_ALIASES.get(key, key)
-        out[canonical] = expect_type(value, (int, float), f"stop.{key}")
-    return out
-
-
-def _validate_section(section: Any, defaults: dict, name: str, where: str) -> dict:
-    section = {} if section is None else section
-    if not isinstance(section, dict):
-        raise UserError(f"'{name}'{where} must be a mapping, e.g. {name}: {defaults}.")
-    out = dict(defaults)
-    for key, value in section.items():
-        check_known_key(key, tuple(defaults), f"'{name}'{where}")
-        expected = (bool,) if isinstance(defaults[key], bool) else (int, type(None))
-        out[key] = expect_type(value, expected, f"{name}.{key}")
-    return out
+        canonical[STOP_ALIASES.get(key, key)] = value
+    checked = _validated(StopSettings, canonical, "stop", where)
+    return {key: checked[key] for key in canonical}  # in the order written
 
 
 def check_known_key(key: Any, known: tuple[str, ...], where: str) -> None:
@@ -220,11 +287,6 @@ def check_known_key(key: Any, known: tuple[str, ...], where: str) -> None:
     hint = f" Did you mean '{close[0]}'?" if close else ""
     shown = ", ".join(known) if len(known) <= 12 else ", ".join(known[:12]) + ", ..."
     raise UserError(f"unknown key '{key}' at {where}.{hint} Valid keys: {shown}.")
-
-
-def _check_min(value: Any, minimum: int, name: str) -> None:
-    if value is not None and value < minimum:
-        raise UserError(f"'{name}' must be at least {minimum}, got {value}.")
 
 
 # ----------------------------------------------------------------------------- type checking
@@ -378,12 +440,8 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
     for required in ("env", "algorithm"):
         if required not in raw:
             raise UserError(f"missing '{required}'{where}: every experiment names its {required}.")
-    checkpoint = _validate_section(raw.get("checkpoint"), CHECKPOINT_DEFAULTS, "checkpoint", where)
-    _check_min(checkpoint["every"], 0, "checkpoint.every")
-    if checkpoint["keep"] is not None:
-        _check_min(checkpoint["keep"], 1, "checkpoint.keep")
-    tune_settings = _validate_section(raw.get("tune"), TUNE_DEFAULTS, "tune", where)
-    _check_min(tune_settings["num_samples"], 1, "tune.num_samples")
+    checkpoint = _validated(CheckpointSettings, raw.get("checkpoint"), "checkpoint", where)
+    tune_settings = _validated(TuneSettings, raw.get("tune"), "tune", where)
     if raw.get("name") is not None:
         from ddrl.paths import check_experiment_name
 
