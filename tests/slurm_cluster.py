@@ -60,6 +60,7 @@ class SlurmCluster:
         self.conf = self.dir / "slurm.conf"
         self.ctld_port, self.node_port = ctld_port, node_port
         self.started: list[subprocess.Popen | int] = []
+        self.pointer_files: list[Path] = []  # each job's slurm-<name>-<id>.out in its submit dir
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
 
     # ------------------------------------------------------------------ start / stop
@@ -121,6 +122,9 @@ class SlurmCluster:
         )
 
     def stop(self) -> None:
+        for pattern in self.pointer_files:  # the tests' jobs leave no files in the checkout
+            for path in pattern.parent.glob(pattern.name):
+                path.unlink(missing_ok=True)
         for process in reversed(self.started):
             pid = process if isinstance(process, int) else process.pid
             try:
@@ -150,7 +154,9 @@ class SlurmCluster:
     ) -> str:
         """Submit ``script`` with ``args`` for it; ``options`` go to sbatch. Returns the job id."""
         proc = self.run(["sbatch", "--parsable", *options, script, *args], cwd=cwd, env=env or {})
-        return proc.stdout.strip().split(";")[0]
+        job_id = proc.stdout.strip().split(";")[0]
+        self.pointer_files.append(Path(cwd) / f"slurm-*-{job_id}*.out")
+        return job_id
 
     def state(self, job_id: str) -> dict:
         out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
