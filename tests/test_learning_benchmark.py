@@ -50,13 +50,17 @@ def test_verdict_is_within_or_above_the_peers_ci():
             pd.concat([curves("ours", [950.0, 1000.0, 1020.0]), sb3]), {"HopperBulletEnv-v0": 500}
         )
     )
-    assert close["meets_target"].tolist() == [True]
+    assert close["meets_target"].tolist() == [True] and close["eval_meets_target"].tolist() == [
+        True
+    ]
     worse = lb.verdicts(
         lb.table(
             pd.concat([curves("ours", [300.0, 350.0, 400.0]), sb3]), {"HopperBulletEnv-v0": 500}
         )
     )
-    assert worse["meets_target"].tolist() == [False]
+    assert worse["meets_target"].tolist() == [False] and worse["eval_meets_target"].tolist() == [
+        False
+    ]
     assert worse["return_ratio"].iloc[0] == pytest.approx(350 / 1000)
     summary = lb.table(sb3, {"HopperBulletEnv-v0": 500.0})
     # the smoothed return passes 500 at 5,000 steps (1000 * 5/10) for the 1000-return seed...
