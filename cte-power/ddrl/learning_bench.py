@@ -517,9 +517,13 @@ def figure(curves: pd.DataFrame, x: str = "env_steps"):
     fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.8 * rows), squeeze=False)
     for ax, (env, algorithm) in zip(axes.flat, panels):
         panel = curves[(curves["env"] == env) & (curves["algorithm"] == algorithm)]
-        grid = np.linspace(0, panel[x].max(), 100)
         for system, label in (("ours", "ddrl (ours)"), ("sb3", "Stable-Baselines3")):
-            runs = on_grid(panel[panel["system"] == system], x, "smoothed_return", grid)
+            of_system = panel[panel["system"] == system]
+            if of_system.empty:
+                continue
+            # up to where every seed has data: a mean over the seeds still running would jump
+            grid = np.linspace(0, of_system.groupby("seed")[x].max().min(), 100)
+            runs = on_grid(of_system, x, "smoothed_return", grid)
             if runs.size == 0:
                 continue
             mean, low, high = (
@@ -540,7 +544,10 @@ def figure(curves: pd.DataFrame, x: str = "env_steps"):
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
-    fig.suptitle("Learning: ddrl vs Stable-Baselines3, mean and 95% bootstrap CI across seeds")
+    fig.suptitle(
+        "ddrl vs Stable-Baselines3: mean and 95% bootstrap CI across seeds",
+        fontsize=9 if columns == 1 else 12,
+    )
     fig.tight_layout()
     return fig
 
