@@ -27,7 +27,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -203,6 +203,41 @@ class TuneSettings(_Section):
     num_samples: Annotated[int, Field(ge=1)] = 1
     max_failures: Annotated[int, Field(ge=-1)] = 0  # -1: retry forever
     max_concurrent_trials: Annotated[int, Field(ge=1)] | None = None
+    scheduler: dict | None = None  # checked by the scheduler's own model below
+
+
+Metric = Literal["mean_return", "eval_return"]
+
+
+class AshaSettings(_Section):
+    """Tune's ASHA: stop the weaker trials of a search early, at rungs of iterations."""
+
+    type: Literal["asha"]
+    metric: Metric = "mean_return"
+    mode: Literal["max", "min"] = "max"
+    max_t: Annotated[int, Field(ge=1)] = 100  # iterations a trial may run at most
+    grace_period: Annotated[int, Field(ge=1)] = 1  # iterations before a trial can be stopped
+    reduction_factor: Annotated[int | float, Field(gt=1)] = 4
+    brackets: Annotated[int, Field(ge=1)] = 1
+
+
+class PbtSettings(_Section):
+    """Tune's population-based training: every ``perturbation_interval`` iterations the weaker
+    trials copy a stronger one's weights and continue with mutated hyperparameters."""
+
+    type: Literal["pbt"]
+    metric: Metric = "mean_return"
+    mode: Literal["max", "min"] = "max"
+    perturbation_interval: Annotated[int, Field(ge=1)] = 10  # iterations
+    hyperparam_mutations: dict[
+        str, list | dict
+    ]  # "training.lr": [1e-4, 3e-4] or {uniform: [lo, hi]}
+    quantile_fraction: Annotated[float, Field(gt=0, le=0.5)] = 0.25
+    resample_probability: Annotated[float, Field(ge=0, le=1)] = 0.25
+    synch: bool = False  # true: perturb when every trial reached the interval (reproducible)
+
+
+SCHEDULERS = {"asha": AshaSettings, "pbt": PbtSettings}
 
 
 class StopSettings(_Section):
@@ -244,6 +279,10 @@ def _validated(model: type[_Section], section: Any, name: str, where: str) -> di
         first = err.errors()[0]
         key = ".".join(str(part) for part in first["loc"] if not isinstance(part, int))
         key = key.split(".")[0]
+        if first["type"] == "missing":
+            raise UserError(
+                f"'{name}.{key}'{where} is required here; add it to the config file."
+            ) from None
         phrase = _PYDANTIC_PHRASES.get(
             first["type"], first["msg"].removeprefix("Input should be ").lower()
         )
@@ -253,7 +292,7 @@ def _validated(model: type[_Section], section: Any, name: str, where: str) -> di
         ) from None
 
 
-def _field_types(model: type[_Section], key: str) -> tuple[type, ...]:
+def _field_types(model: type[_Section], key: str) -> tuple[type, ...] | None:
     """The plain types a field takes (for expect_type's conversion of numbers written as text)."""
 
     def plain(annotation) -> tuple[type, ...]:
@@ -263,7 +302,44 @@ def _field_types(model: type[_Section], key: str) -> tuple[type, ...]:
             return tuple(t for arg in typing.get_args(annotation) for t in plain(arg))
         return (annotation,)
 
-    return plain(model.model_fields[key].annotation)
+    found = plain(model.model_fields[key].annotation)
+    return (
+        found if all(isinstance(t, type) for t in found) else None
+    )  # Literal, dict[...]: pydantic's
+
+
+def _validate_scheduler(scheduler: dict, raw: dict, where: str) -> dict:
+    kind = scheduler.get("type")
+    if kind not in SCHEDULERS:
+        raise UserError(
+            f"'tune.scheduler.type'{where} must be one of {', '.join(SCHEDULERS)}, got {kind!r}, "
+            "e.g. tune: {scheduler: {type: asha, max_t: 100}}."
+        )
+    settings = _validated(SCHEDULERS[kind], scheduler, "tune.scheduler", where)
+    for path, values in settings.get("hyperparam_mutations", {}).items():
+        _check_mutation(path, values, raw, where)
+    return settings
+
+
+def _check_mutation(path: str, values: Any, raw: dict, where: str) -> None:
+    """A PBT mutation names one RLlib setting the experiment could set (``group.key``) and
+    gives candidates in that setting's range."""
+    from ddrl import value_ranges
+
+    group, _, key = path.partition(".")
+    if group not in RLLIB_GROUPS or not key or "." in key:
+        raise UserError(
+            f"'tune.scheduler.hyperparam_mutations'{where}: '{path}' must name one RLlib setting as "
+            "GROUP.KEY, e.g. training.lr."
+        )
+    candidates = values if isinstance(values, list) else next(iter(values.values()), None)
+    if not (is_search_space(values) or isinstance(values, list)) or not candidates:
+        raise UserError(
+            f"'tune.scheduler.hyperparam_mutations.{path}'{where} must be a list of values or "
+            f"{{uniform: [lo, hi]}} / {{loguniform: [lo, hi]}}, got {values!r}."
+        )
+    for value in candidates:
+        value_ranges.check(path, value)
 
 
 def _validate_stop(stop: Any, where: str) -> dict[str, float]:
@@ -442,6 +518,8 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
             raise UserError(f"missing '{required}'{where}: every experiment names its {required}.")
     checkpoint = _validated(CheckpointSettings, raw.get("checkpoint"), "checkpoint", where)
     tune_settings = _validated(TuneSettings, raw.get("tune"), "tune", where)
+    if tune_settings["scheduler"] is not None:
+        tune_settings["scheduler"] = _validate_scheduler(tune_settings["scheduler"], raw, where)
     if raw.get("name") is not None:
         from ddrl.paths import check_experiment_name
 

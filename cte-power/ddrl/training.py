@@ -127,6 +127,48 @@ def make_stopper(experiment_file: Path):
     return ThresholdStopper(experiment_file)
 
 
+def make_scheduler(settings: dict | None):
+    """Tune's trial scheduler from the experiment's ``tune.scheduler`` (None: Tune's FIFO)."""
+    if not settings:
+        return None
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    common = {
+        "time_attr": "training_iteration",
+        "metric": STOP_METRICS[settings["metric"]],
+        "mode": settings["mode"],
+    }
+    if settings["type"] == "asha":
+        return ASHAScheduler(
+            **common,
+            max_t=settings["max_t"],
+            grace_period=settings["grace_period"],
+            reduction_factor=settings["reduction_factor"],
+            brackets=settings["brackets"],
+        )
+
+    def domain(values):  # a list of candidates, or {uniform|loguniform: [lo, hi]}
+        if isinstance(values, list):
+            return values
+        kind, (low, high) = next(iter(values.items()))
+        return getattr(tune, kind)(low, high)
+
+    # An AlgorithmConfig reaches Tune as a flat dict: "training.lr" is the key "lr" there.
+    mutations = {
+        path.split(".", 1)[1]: domain(values)
+        for path, values in settings["hyperparam_mutations"].items()
+    }
+    return PopulationBasedTraining(
+        **common,
+        perturbation_interval=settings["perturbation_interval"],
+        hyperparam_mutations=mutations,
+        quantile_fraction=settings["quantile_fraction"],
+        resample_probability=settings["resample_probability"],
+        synch=settings["synch"],
+    )
+
+
 def reopen_finished_trials(path: Path, stop: dict[str, float]) -> int:
     """Mark the trials that ended on the old stop criterion, but not on ``stop``, as paused in
     Tune's experiment state, so that a restore continues them from their latest checkpoint
@@ -277,6 +319,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
             tune_config=tune.TuneConfig(
                 num_samples=experiment.tune["num_samples"],
                 max_concurrent_trials=experiment.tune["max_concurrent_trials"],
+                scheduler=make_scheduler(experiment.tune["scheduler"]),
             ),
             run_config=tune.RunConfig(
                 name=path.name,

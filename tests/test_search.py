@@ -1,0 +1,91 @@
+"""Hyperparameter search from the experiment file: Tune's ASHA stops weak trials early, PBT
+changes a trial's hyperparameter mid-run (recorded in its results), both through the train script."""
+
+import pytest
+from conftest import CTE_POWER, run_script
+from test_training import results_of
+
+from ddrl import config
+from ddrl.errors import UserError
+
+pytestmark = pytest.mark.slow
+TRAIN_GYM = CTE_POWER / "scripts" / "train" / "train-gym.py"
+TINY_CARTPOLE = [
+    "--config", "trainings/gym/ppo-cartpole.yaml",
+    "--set", "env_runners.num_env_runners=0",
+    "--set", "training.train_batch_size_per_learner=200",
+    "--set", "training.minibatch_size=100",
+    "--set", "training.num_epochs=1",
+    "--set", "stop.iterations=6",
+    "--set", "checkpoint.every=0",
+]  # fmt: skip
+
+
+def trials_of(experiment):
+    return sorted(p for p in experiment.iterdir() if p.is_dir())
+
+
+def test_asha_stops_the_weaker_trials_early(tmp_path):
+    proc = run_script(
+        TRAIN_GYM, *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "asha",
+        "--set", "training.lr={grid_search: [0.00001, 0.0001, 0.001, 0.01]}",
+        "--set", "tune.scheduler={type: asha, max_t: 6, grace_period: 2, reduction_factor: 2}",
+        "--set", "checkpoint.at_end=false", timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lengths = sorted(len(results_of(trial)) for trial in trials_of(tmp_path / "asha"))
+    assert len(lengths) == 4 and lengths[-1] == 6, lengths
+    assert lengths[0] < 6, f"ASHA stopped no trial early: {lengths}"
+
+
+def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
+    proc = run_script(
+        TRAIN_GYM, *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "pbt",
+        "--set", "training.lr={grid_search: [0.00001, 0.01]}",
+        "--set", "tune.scheduler={type: pbt, perturbation_interval: 2, quantile_fraction: 0.5, "
+                 "resample_probability: 1.0, synch: true, hyperparam_mutations: {training.lr: [0.0001, 0.0003, 0.001]}}",
+        timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    changed = []
+    for trial in trials_of(tmp_path / "pbt"):
+        rates = [r["config"]["lr"] for r in results_of(trial)]
+        if len(set(rates)) > 1:
+            changed.append(rates)
+    assert changed, "no trial's learning rate was perturbed"
+    assert all(
+        rate in (0.00001, 0.01, 0.0001, 0.0003, 0.001) for rates in changed for rate in rates
+    )
+    assert (tmp_path / "pbt" / "pbt_global.txt").is_file()
+
+
+@pytest.mark.parametrize(
+    "scheduler,message",
+    [
+        ({"type": "hyperband"}, "must be one of asha, pbt"),
+        ({"type": "asha", "grace": 2}, "unknown key 'grace' at 'tune.scheduler'"),
+        (
+            {"type": "asha", "reduction_factor": 1},
+            "'tune.scheduler.reduction_factor' must be greater than 1",
+        ),
+        ({"type": "pbt"}, "'tune.scheduler.hyperparam_mutations' is required"),
+        (
+            {"type": "pbt", "hyperparam_mutations": {"lr": [0.1]}},
+            "must name one RLlib setting as GROUP.KEY",
+        ),
+        (
+            {"type": "pbt", "hyperparam_mutations": {"training.lr": [0.1, -1]}},
+            "'training.lr' must be a learning rate",
+        ),
+        ({"type": "pbt", "hyperparam_mutations": {"training.lrr": [0.1]}}, "unknown key 'lrr'"),
+    ],
+)
+def test_bad_scheduler_settings_are_one_clear_error(scheduler, message):
+    raw = {
+        "env": "CartPole-v1",
+        "algorithm": "PPO",
+        "stop": {"iterations": 1},
+        "tune": {"scheduler": scheduler},
+    }
+    with pytest.raises(UserError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        config.validate(raw, "gym")
