@@ -59,6 +59,45 @@ def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
     assert (tmp_path / "pbt" / "pbt_global.txt").is_file()
 
 
+def test_optuna_search_draws_each_trial_from_the_space(tmp_path):
+    pytest.importorskip("optuna")
+    proc = run_script(
+        TRAIN_GYM, *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "optuna",
+        "--set", "stop.iterations=2", "--set", "training.lr={loguniform: [0.00001, 0.01]}",
+        "--set", "tune={search: {type: optuna, seed: 1}, num_samples: 3}", timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    trials = trials_of(tmp_path / "optuna")
+    assert len(trials) == 3 and all(t.name.startswith("PPO_CartPole-v1_") for t in trials)
+    rates = {results_of(t)[-1]["config"]["lr"] for t in trials}
+    assert len(rates) == 3 and all(0.00001 <= r <= 0.01 for r in rates)
+
+
+@pytest.mark.parametrize(
+    "search,message",
+    [
+        ({"type": "hyperopt"}, "'tune.search.type'"),
+        ({"type": "optuna"}, "nothing to search"),
+    ],
+)
+def test_bad_search_settings_are_one_clear_error(search, message):
+    raw = {
+        "env": "CartPole-v1",
+        "algorithm": "PPO",
+        "stop": {"iterations": 1},
+        "tune": {"search": search},
+    }
+    with pytest.raises(UserError, match=message):
+        config.validate(raw, "gym")
+    grid = {
+        **raw,
+        "training": {"lr": {"grid_search": [0.1, 0.2]}},
+        "tune": {"search": {"type": "optuna"}},
+    }
+    with pytest.raises(UserError, match="not grid_search"):
+        config.validate(grid, "gym")
+
+
 @pytest.mark.parametrize(
     "scheduler,message",
     [

@@ -204,6 +204,21 @@ class TuneSettings(_Section):
     max_failures: Annotated[int, Field(ge=-1)] = 0  # -1: retry forever
     max_concurrent_trials: Annotated[int, Field(ge=1)] | None = None
     scheduler: dict | None = None  # checked by the scheduler's own model below
+    search: dict | None = None  # likewise
+
+
+class OptunaSettings(_Section):
+    """Tune's OptunaSearch (TPE): each new trial's values drawn where good trials were; the
+    search space is the experiment's ``choice``/``uniform``/``loguniform``/``randint`` values
+    (no ``grid_search``), ``tune.num_samples`` the number of trials."""
+
+    type: Literal["optuna"]
+    metric: Literal["mean_return", "eval_return"] = "mean_return"
+    mode: Literal["max", "min"] = "max"
+    seed: int | None = None
+
+
+SEARCHES = {"optuna": OptunaSettings}
 
 
 Metric = Literal["mean_return", "eval_return"]
@@ -318,6 +333,32 @@ def _validate_scheduler(scheduler: dict, raw: dict, where: str) -> dict:
     settings = _validated(SCHEDULERS[kind], scheduler, "tune.scheduler", where)
     for path, values in settings.get("hyperparam_mutations", {}).items():
         _check_mutation(path, values, raw, where)
+    return settings
+
+
+def _validate_search(search: dict, raw: dict, where: str) -> dict:
+    kind = search.get("type")
+    if kind not in SEARCHES:
+        raise UserError(
+            f"'tune.search.type'{where} must be one of {', '.join(SEARCHES)}, got {kind!r}, "
+            "e.g. tune: {search: {type: optuna}, num_samples: 20}."
+        )
+    settings = _validated(SEARCHES[kind], search, "tune.search", where)
+    spaces = [
+        v
+        for group in RLLIB_GROUPS
+        for v in _walk_values(raw.get(group) or {})
+        if is_search_space(v)
+    ]
+    if any("grid_search" in v for v in spaces):
+        raise UserError(
+            f"'tune.search' ({kind}){where} draws values itself: write the searched values as "
+            "{choice: [...]}, {uniform: [lo, hi]} or {loguniform: [lo, hi]}, not grid_search."
+        )
+    if not spaces:
+        raise UserError(
+            f"'tune.search' ({kind}){where} has nothing to search: no value is a search space."
+        )
     return settings
 
 
@@ -520,6 +561,8 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
     tune_settings = _validated(TuneSettings, raw.get("tune"), "tune", where)
     if tune_settings["scheduler"] is not None:
         tune_settings["scheduler"] = _validate_scheduler(tune_settings["scheduler"], raw, where)
+    if tune_settings["search"] is not None:
+        tune_settings["search"] = _validate_search(tune_settings["search"], raw, where)
     if raw.get("name") is not None:
         from ddrl.paths import check_experiment_name
 

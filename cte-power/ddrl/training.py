@@ -169,6 +169,24 @@ def make_scheduler(settings: dict | None):
     )
 
 
+def make_search(settings: dict | None):
+    """Tune's search algorithm from the experiment's ``tune.search`` (None: Tune's own variants)."""
+    if not settings:
+        return None
+    try:
+        from ray.tune.search.optuna import OptunaSearch
+    except ImportError:
+        raise UserError("tune.search type optuna needs Optuna: pip install optuna==5.0.0") from None
+    return OptunaSearch(
+        metric=STOP_METRICS[settings["metric"]], mode=settings["mode"], seed=settings["seed"]
+    )
+
+
+def short_trial_name(trial) -> str:
+    """<algorithm>_<env>_<trial id> (as Tune names trials of a plain run, without the settings)."""
+    return f"{trial.trainable_name}_{trial.config.get('env')}_{trial.trial_id}"
+
+
 def reopen_finished_trials(path: Path, stop: dict[str, float]) -> int:
     """Mark the trials that ended on the old stop criterion, but not on ``stop``, as paused in
     Tune's experiment state, so that a restore continues them from their latest checkpoint
@@ -320,6 +338,9 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
                 num_samples=experiment.tune["num_samples"],
                 max_concurrent_trials=experiment.tune["max_concurrent_trials"],
                 scheduler=make_scheduler(experiment.tune["scheduler"]),
+                search_alg=make_search(experiment.tune["search"]),
+                # a searcher's trials would be named after every setting of the config
+                trial_dirname_creator=short_trial_name if experiment.tune["search"] else None,
             ),
             run_config=tune.RunConfig(
                 name=path.name,
