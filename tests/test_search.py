@@ -128,3 +128,24 @@ def test_bad_scheduler_settings_are_one_clear_error(scheduler, message):
     }
     with pytest.raises(UserError, match=message.replace("[", r"\[").replace("(", r"\(")):
         config.validate(raw, "gym")
+
+
+@pytest.mark.parametrize("algorithm", ["sac", "td3", "ppo"])
+def test_the_thesis_searches_dry_run_with_their_trial_counts(algorithm, tmp_path):
+    proc = run_script(
+        CTE_POWER / "scripts" / "train" / "train-bullet-envs.py",
+        "--config", f"trainings/pybullet-envs/search/{algorithm}-search.yaml", "--dry-run",
+        "--results-dir", tmp_path,
+    )  # fmt: skip
+    # as shipped: 16 env runners and a GPU per trial, as on CTE-POWER; this machine says it has less
+    assert proc.returncode == 2 and "one trial needs 17 CPU(s), 1 GPU(s)" in proc.stderr, (
+        proc.stderr
+    )
+    proc = run_script(
+        CTE_POWER / "scripts" / "train" / "train-bullet-envs.py",
+        "--config", f"trainings/pybullet-envs/search/{algorithm}-search.yaml", "--dry-run",
+        "--results-dir", tmp_path, "--set", "env_runners.num_env_runners=1", "--set", "learners.num_gpus_per_learner=0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "# trials: 240; each needs 2 CPU(s), 0 GPU(s)" in proc.stdout
+    assert not any(tmp_path.iterdir())

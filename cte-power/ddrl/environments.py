@@ -137,7 +137,8 @@ def check_experiment(experiment, launch: bool = True) -> None:
         kit.load()
         _function(kit.checker)(experiment, launch=launch)
     else:
-        env_config = (experiment.rllib.get("environment") or {}).get("env_config") or {}
+        # a searched env setting: created with its largest candidate, as resources are planned
+        env_config = (experiment.worst_case_rllib().get("environment") or {}).get("env_config") or {}
         check_creates(experiment.toolkit, experiment.env, env_config)
 
 
