@@ -138,7 +138,8 @@ def check_experiment(experiment, launch: bool = True) -> None:
         _function(kit.checker)(experiment, launch=launch)
     else:
         # a searched env setting: created with its largest candidate, as resources are planned
-        env_config = (experiment.worst_case_rllib().get("environment") or {}).get("env_config") or {}
+        environment = experiment.worst_case_rllib().get("environment") or {}
+        env_config = environment.get("env_config") or {}
         check_creates(experiment.toolkit, experiment.env, env_config)
 
 
