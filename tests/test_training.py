@@ -129,36 +129,37 @@ def test_train_script_trains_and_checkpoints(algorithm, args, tmp_path):
     assert "last checkpoint" in proc.stdout and "checkpoint_000001" in proc.stdout
 
 
-def test_finished_run_extends_with_a_larger_stop_and_refuses_other_changes(tmp_path):
+def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_changes(tmp_path):
     run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "checkpoint.every=1"]
     proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=1", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     trial = only_trial(tmp_path / "x")
 
-    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", "--resume", timeout=300)
+    extend = [
+        "--set",
+        "stop.iterations=5",
+        "--set",
+        "checkpoint.every=2",
+        "--set",
+        "checkpoint.keep=1",
+    ]
+    proc = run_script(TRAIN_BULLET, *run, *extend, "--resume", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "new stop criterion" in proc.stdout and "'iterations': 1} -> {" in proc.stdout
-    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3], (
-        "the same trial went on from its checkpoint"
-    )
+    assert "new checkpoint settings" in proc.stdout
+    iterations = [r["training_iteration"] for r in results_of(trial)]
+    assert iterations == [1, 2, 3, 4, 5], "the same trial went on from its checkpoint"
     assert only_trial(tmp_path / "x") == trial
+    # every 2 iterations now, and only the newest kept: the end's (checkpoint_00000k is the k-th)
+    assert [p.name for p in trial.glob("checkpoint_*")] == ["checkpoint_000003"], list(
+        trial.glob("checkpoint_*")
+    )
 
-    proc = run_script(
-        TRAIN_BULLET,
-        *run,
-        "--set",
-        "stop.iterations=3",
-        "--set",
-        "training.lr=0.01",
-        "--resume",
-        timeout=300,
-    )
+    changed = ["--set", "training.lr=0.01", "--resume"]
+    proc = run_script(TRAIN_BULLET, *run, *extend, *changed, timeout=300)
     assert proc.returncode == 2
-    assert (
-        "cannot resume" in proc.stderr
-        and "changed: training" in proc.stderr
-        and "only stop may change" in proc.stderr
-    )
+    assert "cannot resume" in proc.stderr and "changed: training" in proc.stderr
+    assert "only checkpoint and stop may change" in proc.stderr
 
 
 def test_ppo_learns_inverted_pendulum(tmp_path):

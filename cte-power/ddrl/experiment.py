@@ -323,27 +323,28 @@ def _field_types(model: type[_Section], key: str) -> tuple[type, ...] | None:
     )  # Literal, dict[...]: pydantic's
 
 
-def _validate_scheduler(scheduler: dict, raw: dict, where: str) -> dict:
-    kind = scheduler.get("type")
-    if kind not in SCHEDULERS:
+def _validated_by_type(section: dict, models: dict, name: str, example: str, where: str) -> dict:
+    """``section`` checked by the model its ``type`` names (one of ``models``)."""
+    kind = section.get("type")
+    if kind not in models:
         raise UserError(
-            f"'tune.scheduler.type'{where} must be one of {', '.join(SCHEDULERS)}, got {kind!r}, "
-            "e.g. tune: {scheduler: {type: asha, max_t: 100}}."
+            f"'{name}.type'{where} must be one of {', '.join(models)}, got {kind!r}, e.g. {example}."
         )
-    settings = _validated(SCHEDULERS[kind], scheduler, "tune.scheduler", where)
+    return _validated(models[kind], section, name, where)
+
+
+def _validate_scheduler(scheduler: dict, raw: dict, where: str) -> dict:
+    example = "tune: {scheduler: {type: asha, max_t: 100}}"
+    settings = _validated_by_type(scheduler, SCHEDULERS, "tune.scheduler", example, where)
     for path, values in settings.get("hyperparam_mutations", {}).items():
         _check_mutation(path, values, raw, where)
     return settings
 
 
 def _validate_search(search: dict, raw: dict, where: str) -> dict:
-    kind = search.get("type")
-    if kind not in SEARCHES:
-        raise UserError(
-            f"'tune.search.type'{where} must be one of {', '.join(SEARCHES)}, got {kind!r}, "
-            "e.g. tune: {search: {type: optuna}, num_samples: 20}."
-        )
-    settings = _validated(SEARCHES[kind], search, "tune.search", where)
+    example = "tune: {search: {type: optuna}, num_samples: 20}"
+    settings = _validated_by_type(search, SEARCHES, "tune.search", example, where)
+    kind = settings["type"]
     spaces = [
         v
         for group in RLLIB_GROUPS

@@ -77,10 +77,15 @@ def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
             )
         if "stop" in changed:
             _say(f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}")
+        if "checkpoint" in changed:
+            _say(
+                f"resuming with new checkpoint settings: {saved.get('checkpoint')} -> {current['checkpoint']}"
+            )
 
 
-#: What ``--resume`` may change: how long to train (a finished run can be extended).
-RESUMABLE_CHANGES = {"stop"}
+#: What ``--resume`` may change: how long to train (a finished run can be extended) and how
+#: often, and how many, checkpoints are kept.
+RESUMABLE_CHANGES = {"stop", "checkpoint"}
 
 
 def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
@@ -187,13 +192,21 @@ def short_trial_name(trial) -> str:
     return f"{trial.trainable_name}_{trial.config.get('env')}_{trial.trial_id}"
 
 
-def reopen_finished_trials(path: Path, stop: dict[str, float]) -> int:
-    """Mark the trials that ended on the old stop criterion, but not on ``stop``, as paused in
-    Tune's experiment state, so that a restore continues them from their latest checkpoint
-    (Tune itself never restarts a finished trial). Returns how many."""
+def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) -> int:
+    """Carry a resume's new ``stop`` and ``checkpoint`` into Tune's experiment state, which Tune
+    restores trials from (it keeps no way to change them): trials that ended on the old stop
+    criterion but not on ``stop`` are marked paused, so that the restore continues them from their
+    latest checkpoint (Tune never restarts a finished trial), and each trial's checkpoint manager
+    gets the new frequency, end-of-run checkpoint and number kept. Returns how many reopened."""
     import json
 
+    from ray.tune import CheckpointConfig
+    from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
+
     thresholds = thresholds_of(stop)
+    decoder = TuneFunctionDecoder(
+        allow_cloudpickle=True
+    )  # our own experiment's state, written by Tune
     reopened = 0
     for state_file in path.glob("experiment_state-*.json"):
         state = json.loads(state_file.read_text())
@@ -205,8 +218,19 @@ def reopen_finished_trials(path: Path, stop: dict[str, float]) -> int:
             last = json.loads(last) if isinstance(last, str) else (last or {})
             if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
                 trial["status"] = "PAUSED"
-                trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
                 reopened += 1
+            if runtime.get("checkpoint_manager"):
+                manager = decoder.decode(json.dumps(runtime["checkpoint_manager"]))
+                manager._checkpoint_config = CheckpointConfig(
+                    checkpoint_frequency=checkpoint["every"],
+                    checkpoint_at_end=checkpoint["at_end"],
+                    num_to_keep=checkpoint["keep"],
+                )
+                runtime["checkpoint_manager"] = json.loads(
+                    json.dumps(manager, cls=TuneFunctionEncoder)
+                )
+            trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
+            trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
         state_file.write_text(json.dumps(state))
     return reopened
 
@@ -317,7 +341,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
             saved_file.write_text(
                 dump_yaml(experiment.to_dict())
             )  # the stopper reads the new stop from here
-            reopened = reopen_finished_trials(path, experiment.stop)
+            reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
             if reopened:
                 _say(f"{reopened} finished trial(s) continue from their latest checkpoint")
         tuner = tune.Tuner.restore(
