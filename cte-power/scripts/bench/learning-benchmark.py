@@ -1,12 +1,13 @@
 """Learning benchmark: ddrl's PPO, SAC and TD3 against Stable-Baselines3's, same hyperparameters,
 networks, replay ratio and env-step budget, on the same PyBullet envs, several seeds each.
 
-Each run (system x algorithm x env x seed) trains in its own process and writes its curve
-(env steps, training seconds, return of the last 100 episodes, deterministic evaluation return)
-to OUTPUT_DIR/<env>-<algorithm>-<system>-seed<k>.csv (default results/bench/learning/); completed runs are skipped, so a cut
-benchmark continues where it stopped. Our runs leave their final policy in
-OUTPUT_DIR/checkpoints/<run>/ for scripts/render/render-bullet.py --checkpoint. Then the table (OUTPUT_DIR/summary.md, summary.csv) (final return mean and 95% bootstrap CI
-per system, steps and time to a threshold, ours/SB3) and the figures are made from every CSV.
+Each run (system x algorithm x env x seed) trains in its own process and writes its curve (env
+steps, training seconds, return of the last 100 episodes, deterministic evaluation return) to
+OUTPUT_DIR/<env>-<algorithm>-<system>-seed<k>.csv (default results/bench/learning/). Completed
+runs are skipped, so a cut benchmark continues where it stopped; our runs leave their final
+policy in OUTPUT_DIR/checkpoints/<run>/ for scripts/render/render-bullet.py --checkpoint. Then
+the table (OUTPUT_DIR/summary.md and summary.csv: final return mean and 95% bootstrap CI per
+system, steps and time to a threshold, ours/SB3) and the figures are made from every CSV.
 
 Needs Stable-Baselines3:  pip install -r scripts/bench/requirements-bench.txt
 Run from cte-power/:
