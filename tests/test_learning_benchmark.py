@@ -160,3 +160,15 @@ def test_bad_budget_is_one_clear_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "error: --budget 'SAC=lots': expected NAME=NUMBER, e.g. --budget SAC=20000"
     ]
+
+
+def test_a_stopped_process_does_not_count_as_training_time():
+    steps = [10.0] * 5 + [1300.0] + [10.0] * 4  # a run SIGSTOPped once for about 21 minutes
+    curve = pd.DataFrame({"env_steps": range(1000, 11000, 1000), "wall_s": np.cumsum(steps)})
+    cleaned = lb.without_pauses(curve)
+    assert cleaned["wall_s"].iloc[-1] == pytest.approx(100.0)
+    assert cleaned["paused_s"].iloc[0] == pytest.approx(1290.0)
+    steady = pd.DataFrame(
+        {"env_steps": range(1000, 6000, 1000), "wall_s": np.cumsum([10.0, 12, 9, 11, 10])}
+    )
+    assert lb.without_pauses(steady)["wall_s"].tolist() == steady["wall_s"].tolist()

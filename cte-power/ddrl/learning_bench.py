@@ -24,7 +24,8 @@ from ddrl.errors import UserError
 
 TOOLKIT = "pybullet-envs"
 SYSTEMS = ("ours", "sb3")
-CURVE_COLUMNS = ("env_steps", "wall_s", "smoothed_return", "eval_return")
+#: cpu_s: the run's own CPU time (training only), which other load on the machine does not inflate
+CURVE_COLUMNS = ("env_steps", "wall_s", "cpu_s", "smoothed_return", "eval_return")
 
 #: Shared hyperparameters (the PPO paper's MuJoCo settings, SB3's defaults for SAC/TD3 with
 #: [256, 256] networks); each system's keywords are derived from these, below.
@@ -203,17 +204,19 @@ def train_ours(
         _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}",
     )
     algo = config.build_algorithm_config(experiment).build_algo()
-    rows, trained_s, next_eval = [], 0.0, eval_every
+    rows, trained_s, trained_cpu_s, next_eval = [], 0.0, 0.0, eval_every
     try:
         steps = 0
         while steps < run.budget:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             result = algo.train()
             trained_s += time.perf_counter() - started
+            trained_cpu_s += time.process_time() - started_cpu
             steps = int(result["num_env_steps_sampled_lifetime"])
             row = {
                 "env_steps": steps,
                 "wall_s": trained_s,
+                "cpu_s": trained_cpu_s,
                 "smoothed_return": results.result_value(result, results.MEAN_RETURN),
                 "eval_return": None,
             }
@@ -318,6 +321,7 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
     class Record(BaseCallback):
         def _on_training_start(self) -> None:
             self.started, self.eval_s = time.perf_counter(), 0.0
+            self.started_cpu, self.eval_cpu_s = time.process_time(), 0.0
             self.next_log, self.next_eval = log_every(run.algorithm), eval_every
 
         def _on_step(self) -> bool:
@@ -329,15 +333,17 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
             row = {
                 "env_steps": steps,
                 "wall_s": time.perf_counter() - self.started - self.eval_s,
+                "cpu_s": time.process_time() - self.started_cpu - self.eval_cpu_s,
                 "smoothed_return": float(np.mean(buffer)) if buffer else None,
                 "eval_return": None,
             }
             if steps >= self.next_eval or steps >= run.budget:
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 mean, _ = evaluate_policy(
                     self.model, eval_env, n_eval_episodes=eval_episodes, deterministic=True
                 )
                 self.eval_s += time.perf_counter() - started
+                self.eval_cpu_s += time.process_time() - started_cpu
                 row["eval_return"], self.next_eval = float(mean), self.next_eval + eval_every
             rows.append(row)
             progress(_progress_line(run, row))
@@ -393,12 +399,25 @@ def load_curves(output_dir: Path) -> pd.DataFrame:
         curve = pd.read_csv(path).assign(
             env=env, algorithm=algorithm, system=system, seed=int(seed.removeprefix("seed"))
         )
-        frames.append(curve)
+        frames.append(without_pauses(curve))
     if not frames:
         raise UserError(
             f"no benchmark runs in {output_dir} yet; run scripts/bench/learning-benchmark.py first."
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def without_pauses(
+    curve: pd.DataFrame, factor: float = 10.0, at_least_s: float = 120.0
+) -> pd.DataFrame:
+    """``wall_s`` less the time the run's process was stopped (SIGSTOP, a suspended job): a step
+    between two rows more than ``factor`` times the run's median step and ``at_least_s`` long
+    counts as the median step; ``paused_s`` says how much was taken out."""
+    steps = curve["wall_s"].diff().fillna(curve["wall_s"].iloc[0] if len(curve) else 0.0)
+    median = steps.median() if len(steps) else 0.0
+    paused = (steps > factor * median) & (steps > at_least_s)
+    corrected = steps.where(~paused, median)
+    return curve.assign(wall_s=corrected.cumsum(), paused_s=float((steps - corrected).sum()))
 
 
 def on_grid(curves: pd.DataFrame, x: str, y: str, grid: np.ndarray) -> np.ndarray:
@@ -460,6 +479,9 @@ def table(curves: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
                 "steps_to_threshold": float(np.mean(reached)) if reached else math.nan,
                 "seconds_to_threshold": float(np.nanmean(time_to)) if reached else math.nan,
                 "train_seconds": float(runs.groupby("seed")["wall_s"].max().mean()),
+                "paused_seconds_taken_out": float(runs.groupby("seed")["paused_s"].first().sum())
+                if "paused_s" in runs
+                else 0.0,
             }
         )
     return pd.DataFrame(rows)
