@@ -322,12 +322,16 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
         def _on_training_start(self) -> None:
             self.started, self.eval_s = time.perf_counter(), 0.0
             self.started_cpu, self.eval_cpu_s = time.process_time(), 0.0
+            self.final_logged = False
             self.next_log, self.next_eval = log_every(run.algorithm), eval_every
 
         def _on_step(self) -> bool:
             steps = self.num_timesteps
-            if steps < self.next_log and steps < run.budget:
+            # PPO runs on to the end of its rollout: the budget's row (and evaluation) once
+            final = steps >= run.budget and not self.final_logged
+            if self.final_logged or (steps < self.next_log and not final):
                 return True
+            self.final_logged = final
             self.next_log += log_every(run.algorithm)
             buffer = [info["r"] for info in self.model.ep_info_buffer]
             row = {
@@ -337,7 +341,7 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
                 "smoothed_return": float(np.mean(buffer)) if buffer else None,
                 "eval_return": None,
             }
-            if steps >= self.next_eval or steps >= run.budget:
+            if steps >= self.next_eval or final:
                 started, started_cpu = time.perf_counter(), time.process_time()
                 mean, _ = evaluate_policy(
                     self.model, eval_env, n_eval_episodes=eval_episodes, deterministic=True
