@@ -1,7 +1,9 @@
 """Hyperparameter search from the experiment file: Tune's ASHA stops weak trials early, PBT
 changes a trial's hyperparameter mid-run (recorded in its results), both through the train script."""
 
+import pandas as pd
 import pytest
+import yaml
 from conftest import CTE_POWER, run_script
 from test_training import results_of
 
@@ -10,6 +12,8 @@ from ddrl.errors import UserError
 
 pytestmark = pytest.mark.slow
 TRAIN_GYM = CTE_POWER / "scripts" / "train" / "train-gym.py"
+SUMMARIZE = CTE_POWER / "scripts" / "plot" / "summarize-data.py"
+PLOT_SEARCH = CTE_POWER / "scripts" / "plot" / "plot-search.py"
 TINY_CARTPOLE = [
     "--config", "trainings/gym/ppo-cartpole.yaml",
     "--set", "env_runners.num_env_runners=0",
@@ -37,6 +41,30 @@ def test_asha_stops_the_weaker_trials_early(tmp_path):
     assert len(lengths) == 4 and lengths[-1] == 6, lengths
     assert lengths[0] < 6, f"ASHA stopped no trial early: {lengths}"
 
+    # The search at a glance: the trials table, the best trial as an experiment file, the figure.
+    proc = run_script(SUMMARIZE, tmp_path / "asha", "--output-dir", tmp_path / "summaries")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = pd.read_csv(tmp_path / "summaries" / "cartpole" / "asha-trials.csv")
+    assert len(trials) == 4 and sorted(trials["iterations"]) == lengths
+    assert sorted(trials["training.lr"]) == [0.00001, 0.0001, 0.001, 0.01]
+    assert trials["return_final"].is_monotonic_decreasing, "best first"
+    best_yaml = tmp_path / "summaries" / "cartpole" / "asha-best.yaml"
+    best = yaml.safe_load(best_yaml.read_text())
+    assert best["training"]["lr"] == trials["training.lr"][0]
+    assert "scheduler" not in best["tune"] and best["env"] == "CartPole-v1"
+    proc = run_script(PLOT_SEARCH, tmp_path / "summaries" / "cartpole" / "asha-trials.csv",
+                      "--output", tmp_path / "search.png")  # fmt: skip
+    assert proc.returncode == 0 and (tmp_path / "search.png").stat().st_size > 10_000, proc.stderr
+
+    # ... and the best-config file trains as it is: one trial, the best learning rate.
+    proc = run_script(
+        TRAIN_GYM, "--config", best_yaml, "--results-dir", tmp_path, "--name", "best",
+        "--set", "stop.iterations=1", timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (trial,) = trials_of(tmp_path / "best")
+    assert results_of(trial)[-1]["config"]["lr"] == best["training"]["lr"]
+
 
 def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
     proc = run_script(
@@ -57,6 +85,12 @@ def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
         rate in (0.00001, 0.01, 0.0001, 0.0003, 0.001) for rates in changed for rate in rates
     )
     assert (tmp_path / "pbt" / "pbt_global.txt").is_file()
+    # the trials table records each trial's learning rate as it ended, after the perturbations
+    proc = run_script(SUMMARIZE, tmp_path / "pbt", "--output-dir", tmp_path / "summaries")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = pd.read_csv(tmp_path / "summaries" / "cartpole" / "pbt-trials.csv")
+    final = {t.name: results_of(t)[-1]["config"]["lr"] for t in trials_of(tmp_path / "pbt")}
+    assert dict(zip(trials["trial"], trials["training.lr"])) == final
 
 
 def test_optuna_search_draws_each_trial_from_the_space(tmp_path):

@@ -186,6 +186,40 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
     )
 
 
+def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp_path):
+    job = slurm.sbatch(
+        "jobs/search/search.sh",
+        "trainings/pybullet-envs/ppo.yaml",
+        *TINY_PPO_SETS,
+        "--set", "env_runners.num_env_runners=0",
+        "--set", "stop.iterations=2",
+        "--set", "checkpoint.every=0",
+        "--set", "training.lr={grid_search: [0.0001, 0.0003, 0.001, 0.003]}",
+        "--set", "tune.max_concurrent_trials=4",
+        cwd=CTE_POWER,
+        env=job_env,
+    )  # fmt: skip
+    info = slurm.wait(job, timeout=400)
+    out = job_log("search", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("search", job, "err")
+    assert "Ray cluster up: 2 node(s)" in out
+    cluster = json.loads((CTE_POWER / "jobs" / "out" / f"search-{job}.cluster.json").read_text())
+    experiment = Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}"
+    trials = sorted(p.parent for p in experiment.glob("*/result.json"))
+    assert len(trials) == 4 and all(len(results_of(t)) == 2 for t in trials)
+    # 4 one-CPU trials at once on two 2-CPU nodes: Tune packed them onto both
+    drivers = {results_of(t)[-1]["placement"]["driver_node"] for t in trials}
+    assert drivers == {n["node_id"] for n in cluster["nodes"]}, drivers
+
+    proc = subprocess.run(
+        [sys.executable, "scripts/plot/summarize-data.py", str(experiment), "--output-dir", str(tmp_path)],
+        cwd=CTE_POWER, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = (tmp_path / "humanoid" / f"ppo-{job}-trials.csv").read_text().splitlines()
+    assert len(table) == 5 and "training.lr" in table[0]
+
+
 def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
     job = slurm.sbatch(
         "jobs/pybullet-envs/ppo.sh",

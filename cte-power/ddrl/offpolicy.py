@@ -28,6 +28,12 @@ from ray.rllib.utils.metrics import (
 
 from ddrl.replay import TransitionBuffer
 
+#: critic_loss -> loss of one critic's Q values against the TD targets (mean over the batch)
+CRITIC_LOSSES = {
+    "mse": torch.nn.functional.mse_loss,
+    "huber": lambda q, targets: torch.nn.functional.huber_loss(q, targets, delta=1.0),
+}
+
 
 class LeanOffPolicyConfig(rllib_sac.SACConfig):
     """The settings SAC and TD3/DDPG share on the lean path: network sizes, replay ratio, one
@@ -47,6 +53,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         self.critic_hiddens = [256, 256]
         self.hidden_activation = "relu"
         self.updates_per_env_step = 1.0
+        self.critic_loss = "mse"
         # One learner call per fragment: the per-call overhead is paid once per 64 updates.
         self.rollout_fragment_length = 64
         self.min_time_s_per_iteration = 0
@@ -59,6 +66,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         critic_hiddens: list | None = NotProvided,
         hidden_activation: str | None = NotProvided,
         updates_per_env_step: float | None = NotProvided,
+        critic_loss: str | None = NotProvided,
         **kwargs,
     ):
         """The shared settings on top of RLlib's (``tau``, ``actor_lr``, ``critic_lr``, ``twin_q``,
@@ -70,6 +78,8 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
             hidden_activation: relu, tanh, elu or silu.
             updates_per_env_step: gradient updates (of ``train_batch_size_per_learner``) per env
                 step sampled (the replay ratio).
+            critic_loss: "mse" (the SAC and TD3 papers', Stable-Baselines3's) or "huber"
+                (RLlib's SAC: Huber with delta 1), of each critic against the TD target.
         """
         super().training(**kwargs)
         return self._set_provided(locals())
@@ -91,6 +101,10 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         if self.updates_per_env_step <= 0:
             raise ValueError(
                 f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}."
+            )
+        if self.critic_loss not in CRITIC_LOSSES:
+            raise ValueError(
+                f"`critic_loss` must be one of {sorted(CRITIC_LOSSES)}, got {self.critic_loss!r}."
             )
         if self.n_step not in (1, None):
             raise ValueError(f"{name} uses 1-step TD targets; got n_step={self.n_step}.")

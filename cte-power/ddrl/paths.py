@@ -12,6 +12,11 @@ REPO_DIR = CTE_POWER_DIR.parent
 TRAININGS_DIR = CTE_POWER_DIR / "trainings"
 
 
+def train_script(toolkit: str | None) -> str:
+    """The train script of a toolkit (in scripts/train/)."""
+    return {"pybullet-envs": "train-bullet-envs.py"}.get(toolkit, f"train-{toolkit}.py")
+
+
 def results_root() -> Path:
     """``cte-power/results`` unless ``DDRL_RESULTS_DIR`` points elsewhere."""
     return Path(os.environ.get("DDRL_RESULTS_DIR", CTE_POWER_DIR / "results"))

@@ -191,6 +191,42 @@ def costs(cost_table: pd.DataFrame, column_prefix: str, title: str):
     return fig
 
 
+def search(trials: pd.DataFrame, columns: list[str], title: str, y: str = "return_final"):
+    """A search at a glance: the final return of each trial against each searched setting (one
+    panel per setting; each value's trials as dots, their mean as a bar, the best trial a star)."""
+    data = trials.dropna(subset=[y])
+    if data.empty:
+        raise UserError("no trial of this search reported a return yet; train longer.")
+    columns = columns or ["trial"]
+    fig, axes = plt.subplots(1, len(columns), figsize=(3.6 * len(columns) + 1, 4), squeeze=False)
+    best = data[y].idxmax()
+    for ax, column in zip(axes[0], columns):
+        values = data[column].astype(str)
+        numeric = pd.to_numeric(data[column], errors="coerce")
+        order = (
+            [str(v) for v in sorted(data[column].unique())]
+            if numeric.notna().all()
+            else sorted(values.unique())
+        )
+        position = values.map({v: i for i, v in enumerate(order)})
+        jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(data))
+        ax.scatter(position + jitter, data[y], alpha=0.6, s=18)
+        means = data.groupby(values)[y].mean()
+        ax.scatter(range(len(order)), [means[v] for v in order], marker="_", s=600, color="k")
+        at = data.index.get_loc(best)
+        ax.scatter(
+            [position[best] + jitter[at]], [data.loc[best, y]], marker="*", s=160, color="tab:red"
+        )
+        ax.set_xticks(range(len(order)), order, rotation=30 if len(order) > 4 else 0)
+        ax.set_xlim(-0.5, len(order) - 0.5)
+        ax.set_xlabel(column)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"{y.replace('_', ' ')} (mean of the last 100 episodes)")
+    fig.suptitle(f"{title}: {len(data)} trials; star: the best")
+    fig.tight_layout()
+    return fig
+
+
 def save(fig, path) -> None:
     from pathlib import Path
 

@@ -7,15 +7,52 @@ Python bool: about 10% of PPO's learner time on ``ppo.yaml`` here (30 epochs of 
 gradient is (or overflows, when the per-parameter check decides), and hands anything non-finite to
 RLlib's own path, so nan/inf gradients are treated exactly as RLlib treats them. Losses,
 hyperparameters and everything else are RLlib's. RLlib's PPO stays available as ``RLlibPPO``.
+
+One addition, ``orthogonal_init`` (on by default): the networks start as in the PPO paper's code,
+OpenAI Baselines, Stable-Baselines3 and CleanRL (orthogonal weights, gain sqrt(2) in hidden
+layers, 0.01 for the action means, 1 for the value; zero biases) instead of torch's default.
+With the default, the initial action means are far from zero and the Gaussian starts
+committed to them (see results/bench/learning/diagnosis/ in the README's learning results).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.algorithms.ppo import ppo as rllib_ppo
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
+from torch import nn
+
+
+def orthogonal_(layers, gain: float) -> None:
+    for layer in layers:
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+
+
+class PPOTorchRLModule(DefaultPPOTorchRLModule):
+    """RLlib's default PPO module; with ``orthogonal_init`` in its model config, initialised as
+    Stable-Baselines3's ``ortho_init`` (hidden layers sqrt(2), action means 0.01, value 1)."""
+
+    def setup(self):
+        super().setup()
+        if not self.model_config.get("orthogonal_init"):
+            return
+        linear = lambda module: [m for m in module.modules() if isinstance(m, nn.Linear)]  # noqa: E731
+        orthogonal_(linear(self.encoder), math.sqrt(2))
+        *pi_hidden, pi_out = linear(self.pi)
+        orthogonal_(pi_hidden, math.sqrt(2))
+        orthogonal_([pi_out], 0.01)
+        if hasattr(self, "vf"):  # an inference-only module has no value head
+            *vf_hidden, vf_out = linear(self.vf)
+            orthogonal_(vf_hidden, math.sqrt(2))
+            orthogonal_([vf_out], 1.0)
 
 
 class PPOTorchLearner(RLlibPPOTorchLearner):
@@ -40,6 +77,29 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
 class PPOConfig(rllib_ppo.PPOConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or PPO)
+        self.orthogonal_init = True
+
+    @override(rllib_ppo.PPOConfig)
+    def training(self, *, orthogonal_init: bool | None = NotProvided, **kwargs):
+        """RLlib's PPO settings, and:
+
+        Args:
+            orthogonal_init: start the networks orthogonal (as Stable-Baselines3 and CleanRL)
+                rather than with torch's default initialisation.
+        """
+        super().training(**kwargs)
+        if orthogonal_init is not NotProvided:
+            self.orthogonal_init = orthogonal_init
+        return self
+
+    @override(rllib_ppo.PPOConfig)
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        return RLModuleSpec(module_class=PPOTorchRLModule)
+
+    @property
+    @override(rllib_ppo.PPOConfig)
+    def _model_config_auto_includes(self):
+        return super()._model_config_auto_includes | {"orthogonal_init": self.orthogonal_init}
 
     @override(rllib_ppo.PPOConfig)
     def get_default_learner_class(self):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ddrl import environments, results
+from ddrl import environments, paths, results
 from ddrl.errors import UserError
 from ddrl.results import EXPERIMENT_FILE
 
@@ -80,7 +80,7 @@ def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = Fals
         if experiment is None:
             raise UserError(
                 f"no trained experiments under {results_dir}. Train one first, e.g. "
-                f"python scripts/train/{_train_script(toolkit)}, or pass --checkpoint PATH."
+                f"python scripts/train/{paths.train_script(toolkit)}, or pass --checkpoint PATH."
             )
         path, why = experiment, f"the most recent experiment under {results_dir}"
     else:
@@ -139,10 +139,6 @@ def _run_info(checkpoint: Path, trial: Path, why: str) -> RunInfo:
     raise UserError(
         f"cannot tell which environment {checkpoint} was trained on: no {experiment_file} or {params_file}."
     )
-
-
-def _train_script(toolkit: str) -> str:
-    return {"pybullet-envs": "train-bullet-envs.py"}.get(toolkit, f"train-{toolkit}.py")
 
 
 def check_toolkit(info: RunInfo, toolkit: str) -> None:

@@ -4,7 +4,8 @@
   layer sizes and the lean training step of ``ddrl.offpolicy``;
 - ``rl_module``: a tanh-squashed Gaussian actor, one or two critics and their targets, the
   entropy temperature;
-- ``learner``: the update of RLlib's SAC (Huber critic loss, automatic temperature), many per
+- ``learner``: the update of RLlib's SAC (automatic temperature; MSE critic loss by default, as the
+  SAC paper and Stable-Baselines3, or RLlib's Huber with ``critic_loss: huber``), many per
   learner call.
 
 RLlib's stock SAC stays available as ``algorithm: RLlibSAC`` (the slow reference).

@@ -1,6 +1,6 @@
 """The SAC update of RLlib's SAC learner, lean: many gradient updates per learner call.
 
-Per update (as RLlib's ``_compute_loss_for_module_continuous``): Huber critic loss against
+Per update (as RLlib's ``_compute_loss_for_module_continuous``): critic loss (``critic_loss``) against
 r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(s');
 actor loss alpha * log pi(a|s) - min_i Q_i(s, a); temperature loss
 -log alpha * (log pi(a|s) + target entropy); then a soft update of the target critics.
@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.networks import soft_update
-from ddrl.offpolicy import LeanOffPolicyLearner
+from ddrl.offpolicy import CRITIC_LOSSES, LeanOffPolicyLearner
 
 
 def target_entropy(config, action_space) -> float:
@@ -51,6 +50,7 @@ class SACTorchLearner(LeanOffPolicyLearner):
             k: torch.zeros(())
             for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
         }
+        critic_loss_fn = CRITIC_LOSSES[config.critic_loss]
         for _ in range(num_updates):
             batch = self.replay.sample(config.train_batch_size_per_learner, self.generator)
             alpha = module.log_alpha.detach().exp()
@@ -67,7 +67,7 @@ class SACTorchLearner(LeanOffPolicyLearner):
                     next_q - alpha * next_logp
                 )
             q_preds = module.q_values(module.critics, batch["obs"], batch["actions"])
-            critic_loss = sum(F.huber_loss(q, targets, delta=1.0) for q in q_preds)
+            critic_loss = sum(critic_loss_fn(q, targets) for q in q_preds)
             optimizers["critic"].zero_grad(set_to_none=True)
             critic_loss.backward()
             optimizers["critic"].step()

@@ -9,11 +9,10 @@ replay buffer and loops in plain PyTorch.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.networks import soft_update
-from ddrl.offpolicy import LeanOffPolicyLearner
+from ddrl.offpolicy import CRITIC_LOSSES, LeanOffPolicyLearner
 
 
 # ------------------------------------------------------------------- the TD3 mechanisms
@@ -69,6 +68,7 @@ class TD3TorchLearner(LeanOffPolicyLearner):
         actor_opt = self.get_optimizer(DEFAULT_MODULE_ID, "actor")
         critic_losses, actor_losses, q_means = [], [], []
         critic_updates = int(module.num_critic_updates)  # a Python int: no tensor sync per update
+        critic_loss_fn = CRITIC_LOSSES[config.critic_loss]
         for _ in range(num_updates):
             batch = self.replay.sample(batch_size, self.generator)
             targets = td_targets(
@@ -80,7 +80,7 @@ class TD3TorchLearner(LeanOffPolicyLearner):
                 self.generator,
             )
             q_preds = module.q_values(module.critics, batch["obs"], batch["actions"])
-            critic_loss = sum(F.mse_loss(q, targets) for q in q_preds)
+            critic_loss = sum(critic_loss_fn(q, targets) for q in q_preds)
             critic_opt.zero_grad(set_to_none=True)
             critic_loss.backward()
             critic_opt.step()

@@ -3,13 +3,18 @@
 One row per trial iteration: algorithm, environment, trial parameters (env runners, GPUs, seed),
 env steps, mean/min/max return, seconds per iteration, sampling/learning/weight-sync seconds.
 Run from cte-power/. With no argument, summarises every experiment under results/<toolkit>/.
+
+A search (searched settings, or several trials) also gets results/<env>/<experiment>-trials.csv
+(one row per trial, best first: searched settings -> final and best return, env steps, time) and
+results/<env>/<experiment>-best.yaml, the best trial as an experiment file to train as it is;
+plot it with scripts/plot/plot-search.py.
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths, summaries
+from ddrl import cli, paths, search_results, summaries
 
 
 @cli.report_errors
@@ -41,6 +46,12 @@ def main(argv=None) -> int:
         table = summaries.summarize_experiment(experiment)
         path = summaries.write_summary(table, args.output_dir or paths.results_root())
         print(f"{experiment} -> {path} ({table['trial'].nunique()} trial(s), {len(table)} rows)")
+        if search_results.is_search(experiment):
+            trials_csv, best_yaml, trials = search_results.write_search_summary(
+                experiment, path.parent
+            )
+            print(f"  search: {trials_csv} (best first), best trial as {best_yaml}")
+            print(trials.head(5).to_string(index=False, max_colwidth=24))
     return 0
 
 
