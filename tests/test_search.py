@@ -40,6 +40,8 @@ def test_asha_stops_the_weaker_trials_early(tmp_path):
     lengths = sorted(len(results_of(trial)) for trial in trials_of(tmp_path / "asha"))
     assert len(lengths) == 4 and lengths[-1] == 6, lengths
     assert lengths[0] < 6, f"ASHA stopped no trial early: {lengths}"
+    # the train script itself ranked the trials and wrote the best one as an experiment file
+    assert (tmp_path / "asha" / "asha-best.yaml").is_file() and "best trial" in proc.stdout
 
     # The search at a glance: the trials table, the best trial as an experiment file, the figure.
     proc = run_script(SUMMARIZE, tmp_path / "asha", "--output-dir", tmp_path / "summaries")
@@ -183,3 +185,52 @@ def test_the_thesis_searches_dry_run_with_their_trial_counts(algorithm, tmp_path
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "# trials: 240; each needs 2 CPU(s), 0 GPU(s)" in proc.stdout
     assert not any(tmp_path.iterdir())
+
+
+THESIS_TIMING_GRIDS = {  # its bullet-envs/humanoid-*-time*.json: num_workers grid, num_gpus
+    "ppo-time": ("PPO", 0, 7),
+    "ppo-time-gpu": ("PPO", 1, 7),
+    "ppo-dist-time-gpu": ("PPO", 1, 14),  # x num_cpus_per_worker [2, 4]
+    "sac-time": ("SAC", 0, 7),
+    "sac-time-gpu": ("SAC", 1, 7),
+    "td3-time": ("TD3", 0, 7),
+    "td3-time-gpu": ("TD3", 1, 7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THESIS_TIMING_GRIDS))
+def test_the_thesis_timing_grids_are_scaling_configs(name):
+    algorithm, gpus, trials = THESIS_TIMING_GRIDS[name]
+    path = CTE_POWER / "trainings" / "pybullet-envs" / "scaling" / f"{name}.yaml"
+    experiment = config.load_experiment(path, "pybullet-envs")
+    assert experiment.algorithm == algorithm and experiment.num_variants() == trials
+    runners = experiment.rllib["env_runners"]["num_env_runners"]
+    assert runners == {"grid_search": [1, 2, 4, 8, 16, 32, 64]}
+    assert experiment.rllib["learners"]["num_gpus_per_learner"] == gpus
+    assert experiment.tune["max_concurrent_trials"] == 1 and experiment.stop == {"iterations": 10}
+
+
+def test_a_timing_grid_dry_runs_and_says_what_its_largest_trial_needs(tmp_path):
+    script = CTE_POWER / "scripts" / "train" / "train-bullet-envs.py"
+    proc = run_script(
+        script, "--config", "trainings/pybullet-envs/scaling/sac-time-gpu.yaml", "--dry-run",
+        "--results-dir", tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "one trial needs 65 CPU(s), 1 GPU(s)" in proc.stderr
+    proc = run_script(
+        script, "--config", "trainings/pybullet-envs/scaling/sac-time-gpu.yaml", "--dry-run",
+        "--results-dir", tmp_path, "--set", "env_runners.num_env_runners={grid_search: [0, 1]}",
+        "--set", "learners.num_gpus_per_learner=0",
+    )  # fmt: skip
+    assert proc.returncode == 0 and "# trials: 2; each needs 2 CPU(s), 0 GPU(s)" in proc.stdout
+
+
+def test_the_one_command_tuning_config_dry_runs_for_any_env(tmp_path):
+    proc = run_script(
+        CTE_POWER / "scripts" / "train" / "train-bullet-envs.py",
+        "--config", "trainings/pybullet-envs/search/tune-sac.yaml", "--dry-run",
+        "--results-dir", tmp_path, "--set", "env=HalfCheetahBulletEnv-v0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "# trials: 16; each needs 1 CPU(s), 0 GPU(s)" in proc.stdout
+    assert "env: HalfCheetahBulletEnv-v0" in proc.stdout

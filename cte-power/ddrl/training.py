@@ -404,7 +404,22 @@ def _report(results, path: Path, seconds: float) -> int:
         _say(
             f"  {trial_dir.name}: {status}, mean return {ret_text}{eval_text}, last checkpoint {checkpoint}"
         )
+    if len(results) > 1:
+        _summarize_search(path)
     if failed:
         print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
         return 1
     return 0
+
+
+def _summarize_search(path: Path) -> None:
+    """A search's trials table and its best trial as an experiment file, in its folder."""
+    from ddrl import search_results
+
+    try:
+        trials_csv, best_yaml, table = search_results.write_search_summary(path, path)
+    except UserError as err:  # no trial reported a return: nothing to pick from
+        _say(f"no search summary: {err}")
+        return
+    _say(f"search: {len(table)} trials ranked in {trials_csv}")
+    _say(f"best trial {table['trial'].iloc[0]}: train it again with --config {best_yaml}")
