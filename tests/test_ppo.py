@@ -70,3 +70,32 @@ def test_algorithm_ppo_is_ours_and_rllibs_stays_available():
     from ray.rllib.algorithms.ppo import PPO as RLlibPPO
 
     assert algorithms.get_algorithm_class("RLlibPPO") is RLlibPPO
+
+
+def test_orthogonal_init_as_stable_baselines3_and_off_on_request():
+    """Hidden layers orthogonal with gain sqrt(2), action means with 0.01, value with 1."""
+    env = gym.make("Pendulum-v1")
+    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
+
+    def module(**training):
+        config = ppo.PPOConfig().environment("Pendulum-v1").training(**training)
+        spec = config.rl_module(model_config=model).get_multi_rl_module_spec(env=env)
+        return spec.build()["default_policy"]
+
+    def linear(part):
+        return [m for m in part.modules() if isinstance(m, torch.nn.Linear)]
+
+    ours = module()
+    for layer in linear(ours.encoder):  # W W^T = gain^2 I on the smaller side
+        w = layer.weight.detach()
+        small = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+        torch.testing.assert_close(small, 2.0 * torch.eye(small.shape[0]), atol=1e-4, rtol=0)
+        assert not layer.bias.any()
+    pi_out, vf_out = linear(ours.pi)[-1].weight.detach(), linear(ours.vf)[-1].weight.detach()
+    torch.testing.assert_close(
+        pi_out @ pi_out.T, 1e-4 * torch.eye(pi_out.shape[0]), atol=1e-8, rtol=0
+    )
+    torch.testing.assert_close(vf_out @ vf_out.T, torch.eye(1), atol=1e-5, rtol=0)
+    # torch's default initialisation is not orthogonal (RLlib's PPO, orthogonal_init: false)
+    default = linear(module(orthogonal_init=False).encoder)[1].weight.detach()
+    assert (default @ default.T - 2.0 * torch.eye(64)).abs().max() > 0.5

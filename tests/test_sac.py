@@ -57,6 +57,43 @@ def test_inference_is_deterministic_and_exploration_is_not():
     assert module.log_alpha.exp().item() == pytest.approx(0.5)
 
 
+def test_uniform_warmup_until_learning_starts_then_the_policy():
+    module = make_module(uniform_warmup=True)
+    batch = {"obs": torch.zeros(4096, 5)}  # one state: the policy's actions cluster around its mean
+    warmup = module.forward_exploration(batch)["actions"]
+    # uniform on [-1, 1]: mean 0, variance 1/3 in every dimension, whatever the policy
+    assert warmup.mean(0).abs().max() < 0.05
+    torch.testing.assert_close(warmup.var(0), torch.full((3,), 1 / 3), atol=0.02, rtol=0)
+    module.uniform_exploration.fill_(0.0)  # what the learner does at its first update
+    with torch.no_grad():
+        module.actor[-1].bias.copy_(torch.tensor([0.5, -0.5, 0.0, -3.0, -3.0, -3.0]))
+    policy = module.forward_exploration(batch)["actions"]
+    assert policy.var(0).max() < 0.05 and policy.mean(0)[0] > 0.3
+    # without the option (and in checkpoints made before it), no buffer: the policy acts from the start
+    assert not hasattr(make_module(), "uniform_exploration")
+
+
+def test_the_first_update_switches_off_the_uniform_warmup():
+    learner = (
+        SACConfig()
+        .environment(observation_space=OBS, action_space=ACT)
+        .training(actor_hiddens=[8], critic_hiddens=[8], train_batch_size_per_learner=4)
+        .env_runners(num_env_runners=0)
+        .build_learner()
+    )
+    assert learner.sac_module.uniform_exploration.item() == 1.0
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(8, 5)).astype(np.float32)
+    transitions = {
+        "obs": obs, "next_obs": obs, "actions": rng.uniform(-1, 1, (8, 3)).astype(np.float32),
+        "rewards": np.zeros(8, np.float32), "terminateds": np.zeros(8, np.float32),
+    }  # fmt: skip
+    learner.lean_update(transitions, num_updates=0)  # stored, learning not started: still uniform
+    assert learner.sac_module.uniform_exploration.item() == 1.0
+    learner.lean_update(None, num_updates=1)
+    assert learner.sac_module.uniform_exploration.item() == 0.0
+
+
 def test_inference_only_module_has_no_critics_or_temperature():
     module = SACTorchRLModule(
         observation_space=OBS,
@@ -101,6 +138,7 @@ def test_shipped_sac_config_has_the_thesis_network_sizes():
         ({"n_step": 3}, "n_step"),
         ({"updates_per_env_step": 0}, "updates_per_env_step"),
         ({"actor_lr": [[0, 1e-3], [100, 1e-4]]}, "actor_lr"),
+        ({"critic_loss": "l1"}, "critic_loss"),
     ],
 )
 def test_unsupported_settings_are_refused(setting, message):
@@ -156,3 +194,36 @@ def test_lean_update_learns_a_one_step_task():
     assert last["alpha_value"] < first["alpha_value"]
     assert last["replay_size"] == 2048 and last["num_gradient_updates"] == 20
     assert math.isfinite(last["critic_loss"]) and last["critic_loss"] < first["critic_loss"]
+
+
+@pytest.mark.parametrize("critic_loss", ["mse", "huber"])
+def test_critic_loss_is_the_configured_one(critic_loss):
+    """TD errors far above 1 (rewards of 100): MSE grows with their square, Huber linearly."""
+    torch.manual_seed(0)
+    learner = (
+        SACConfig()
+        .environment(observation_space=OBS, action_space=ACT)
+        .training(
+            actor_hiddens=[8],
+            critic_hiddens=[8],
+            train_batch_size_per_learner=64,
+            critic_loss=critic_loss,
+            gamma=0.0,
+        )  # fmt: skip
+        .env_runners(num_env_runners=0)
+        .build_learner()
+    )
+    obs = np.zeros((64, 5), np.float32)
+    transitions = {
+        "obs": obs, "next_obs": obs, "actions": np.zeros((64, 3), np.float32),
+        "rewards": np.full(64, 100.0, np.float32), "terminateds": np.ones(64, np.float32),
+    }  # fmt: skip
+    q = learner.sac_module.q_values(
+        learner.sac_module.critics, torch.zeros(64, 5), torch.zeros(64, 3)
+    )
+    expected = {
+        "mse": sum(((100.0 - qi) ** 2).mean() for qi in q),
+        "huber": sum((100.0 - qi - 0.5).mean() for qi in q),
+    }[critic_loss]
+    stats = learner.lean_update(transitions, num_updates=1)
+    assert stats["critic_loss"] == pytest.approx(expected.item(), rel=1e-4)

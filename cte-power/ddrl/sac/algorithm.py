@@ -8,6 +8,7 @@ The settings shared with TD3/DDPG (network sizes, replay ratio) are in ``ddrl.of
 from __future__ import annotations
 
 from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.algorithms.sac import sac as rllib_sac
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
@@ -18,7 +19,9 @@ from ddrl.offpolicy import LeanOffPolicy, LeanOffPolicyConfig
 class SACConfig(LeanOffPolicyConfig):
     """Soft Actor-Critic (Haarnoja et al. 2018) with automatic entropy tuning.
 
-    SAC's own keys are RLlib's: ``initial_alpha``, ``alpha_lr``, ``target_entropy``.
+    SAC's own keys are RLlib's: ``initial_alpha``, ``alpha_lr``, ``target_entropy``; and
+    ``uniform_warmup`` (on by default): until learning starts, act uniformly at random, as
+    Stable-Baselines3 and the SAC authors' code do (RLlib acts with the untrained policy).
 
     Example::
 
@@ -28,6 +31,18 @@ class SACConfig(LeanOffPolicyConfig):
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or SAC)
+        self.uniform_warmup = True
+
+    @override(LeanOffPolicyConfig)
+    def training(self, *, uniform_warmup: bool | None = NotProvided, **kwargs):
+        """The shared lean off-policy settings and RLlib's SAC ones, and:
+
+        Args:
+            uniform_warmup: act uniformly at random until learning starts (else with the
+                untrained policy, as RLlib's SAC).
+        """
+        super().training(**kwargs)
+        return self._set_provided({"uniform_warmup": uniform_warmup})
 
     def learning_rates(self) -> tuple[str, ...]:
         return ("actor_lr", "critic_lr", "alpha_lr")
@@ -47,7 +62,10 @@ class SACConfig(LeanOffPolicyConfig):
     @property
     @override(rllib_sac.SACConfig)
     def _model_config_auto_includes(self):
-        return super()._model_config_auto_includes | {"initial_alpha": self.initial_alpha}
+        return super()._model_config_auto_includes | {
+            "initial_alpha": self.initial_alpha,
+            "uniform_warmup": self.uniform_warmup,
+        }
 
 
 class SAC(LeanOffPolicy, rllib_sac.SAC):

@@ -40,6 +40,8 @@ class SACTorchLearner(LeanOffPolicyLearner):
         if not self.store_and_check_ready(transitions, num_updates):
             return {}
         config, module = self.config, self.sac_module
+        if hasattr(module, "uniform_exploration"):
+            module.uniform_exploration.fill_(0.0)  # learning has started: act with the policy
         entropy_target = target_entropy(config, module.action_space)
         optimizers = {
             name: self.get_optimizer(DEFAULT_MODULE_ID, name)

@@ -34,6 +34,11 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
         activation = config["hidden_activation"]
         # One head for mean and log std of each action dimension.
         self.actor = mlp(obs_dim, config["actor_hiddens"], 2 * act_dim, activation)
+        if config.get("uniform_warmup"):
+            # 1 until learning starts: uniform random actions (as Stable-Baselines3 and the SAC
+            # authors' code). A buffer, so that the learner's weight sync switches the env
+            # runners over; absent in checkpoints made before the option (they load as before).
+            self.register_buffer("uniform_exploration", torch.ones(()))
         if self.inference_only:
             return
         num_critics = 2 if config["twin_q"] else 1
@@ -72,6 +77,8 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
 
     def _forward_exploration(self, batch, **kwargs):
         actions, _ = self.sample_actions(self._obs(batch))
+        if hasattr(self, "uniform_exploration") and self.uniform_exploration.item() > 0:
+            return {Columns.ACTIONS: torch.rand_like(actions) * 2 - 1}
         return {Columns.ACTIONS: actions}
 
     def _forward_train(self, batch, **kwargs):
