@@ -1,4 +1,7 @@
-# The multi-node Ray launcher, sourced by jobs/distributed/*.sh after jobs/env.sh.
+# The multi-node Ray launcher of Slurm jobs, sourced by jobs/distributed/*.sh and
+# jobs/search/search.sh after jobs/env.sh. The work is done by ddrl.ray_cluster (also what
+# SageMaker's multi-host start uses): one `srun` task per node runs its Ray node, and the
+# driver waits for them all.
 #
 #   ddrl_ray_cluster_up      Ray head on the job's first node, a worker on every other node (srun,
 #                            one task per node), per-job ports and auth token; waits until every
@@ -29,49 +32,23 @@ ddrl_ray_cluster_up() {
 
     DDRL_RAY_STEP_PIDS=()
     local index node ip_args=()
-    [ -n "${DDRL_NODE_IP:-}" ] && ip_args=(--node-ip-address="$DDRL_NODE_IP")
+    [ -n "${DDRL_NODE_IP:-}" ] && ip_args=(--node-ip="$DDRL_NODE_IP")
     for index in "${!nodes[@]}"; do
         node=${nodes[$index]}
-        local -a role=(--address="$RAY_ADDRESS")
-        [ "$index" -eq 0 ] && role=(--head --port="$port" --include-dashboard=false)
+        local log="jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-$node.log"
         # --overlap: the batch step (our driver) shares the first node with the head.
+        # ddrl.ray_cluster: the head on rank 0; a worker elsewhere once the head answers
         srun --nodes=1 --ntasks=1 --overlap -w "$node" \
-            ray start --block "${role[@]}" "${ip_args[@]}" --num-cpus="$cpus" --num-gpus="$gpus" \
-            --dashboard-agent-listen-port=$((22000 + slot * 8 + index % 8)) --temp-dir="$RAY_TMPDIR/node$index" \
-            > "jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-$node.log" 2>&1 &
+            python -m ddrl.ray_cluster node --rank="$index" --address="$RAY_ADDRESS" "${ip_args[@]}" \
+            --num-cpus="$cpus" --num-gpus="$gpus" --timeout="$timeout" --log="$log" \
+            --agent-port=$((22000 + slot * 8 + index % 8)) --temp-dir="$RAY_TMPDIR/node$index" \
+            >> "$log" 2>&1 &
         DDRL_RAY_STEP_PIDS+=($!)
-        [ "$index" -eq 0 ] && sleep 5   # the head first
     done
 
     echo "ddrl: waiting up to ${timeout}s for ${#nodes[@]} Ray node(s) at $RAY_ADDRESS"
-    if ! python - "${#nodes[@]}" "$timeout" "jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.cluster.json" <<'PY'
-import json, os, socket, sys, time
-want, timeout, report = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-deadline, alive = time.time() + timeout, []
-host, port = os.environ["RAY_ADDRESS"].rsplit(":", 1)
-while time.time() < deadline:  # the head's GCS port first: ray.init would block for a minute
-    try:
-        socket.create_connection((host, int(port)), timeout=2).close()
-        break
-    except OSError:
-        time.sleep(1)
-import ray
-if time.time() < deadline:
-    ray.init(logging_level="ERROR", **({"_node_ip_address": os.environ["DDRL_NODE_IP"]} if os.environ.get("DDRL_NODE_IP") else {}))
-    while time.time() < deadline:
-        alive = [n for n in ray.nodes() if n["Alive"]]
-        if len(alive) >= want:
-            break
-        time.sleep(1)
-if len(alive) < want:
-    print(f"error: only {len(alive)} of {want} Ray node(s) joined within {timeout:.0f} s", file=sys.stderr)
-    sys.exit(1)
-nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "hostname": n["NodeManagerHostname"],
-          "resources": n["Resources"]} for n in alive]
-json.dump({"address": ray.get_runtime_context().gcs_address, "nodes": nodes}, open(report, "w"), indent=2)
-print(f"ddrl: Ray cluster up: {len(nodes)} node(s), {sum(n['resources'].get('CPU', 0) for n in nodes):g} CPU(s)")
-PY
-    then
+    if ! python -m ddrl.ray_cluster wait --nodes="${#nodes[@]}" --timeout="$timeout" \
+            --report="jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.cluster.json"; then
         echo "error: the Ray cluster did not form; see jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-*.log" >&2
         return 1
     fi
@@ -80,7 +57,7 @@ PY
 ddrl_ray_cluster_down() {
     local pid
     for pid in "${DDRL_RAY_STEP_PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null   # srun forwards it; `ray start --block` then stops its node
+        kill -TERM "$pid" 2>/dev/null   # srun forwards it; ddrl.ray_cluster then stops its node
     done
     for pid in "${DDRL_RAY_STEP_PIDS[@]}"; do
         wait "$pid" 2>/dev/null

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,17 +202,20 @@ def host_ips(environ: dict | None = None) -> dict[str, str]:
 
 
 def resolve_host(host: str, environ: dict | None = None) -> str:
-    """The address of a job host: from DDRL_SM_HOST_IPS if it names it, else DNS (SageMaker's)."""
+    """The address of a job host: from DDRL_SM_HOST_IPS if it names it, else DNS (SageMaker's),
+    retried for up to DDRL_RESOLVE_TIMEOUT_S (300 s): the job's hosts appear in DNS as they boot."""
+    from ddrl.ray_cluster import resolve
+
     mapping = host_ips(environ)
     if host in mapping:
         return mapping[host]
-    try:
-        return socket.gethostbyname(host)
-    except OSError as err:
-        raise UserError(
-            f"cannot resolve host {host!r} ({err}). Inside SageMaker every host of the job resolves; "
-            f"elsewhere map it with {HOST_IPS_VARIABLE}=algo-1=127.0.0.2,algo-2=127.0.0.3."
-        ) from None
+    return resolve(
+        host,
+        hint=(
+            f" Inside SageMaker every host of the job resolves once it has booted; elsewhere map it "
+            f"with {HOST_IPS_VARIABLE}=algo-1=127.0.0.2,algo-2=127.0.0.3."
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------------- writing

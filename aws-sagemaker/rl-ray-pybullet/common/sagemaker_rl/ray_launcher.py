@@ -146,12 +146,13 @@ class Launcher:
         return self.run_driver(experiment)
 
     def run_worker(self, head: str | None) -> int:
+        from ddrl import ray_cluster
         from sagemaker_rl import cluster
 
         token, source = cluster.auth_token(
             self.options["rendezvous_s3_uri"] or self.contract.job_name
         )
-        cluster.enable_token_auth(token)
+        ray_cluster.enable_token_auth(token)
         timeout = self.options["join_timeout_s"]
         if head is None:
             record = self.rendezvous.wait_for_head(timeout)
@@ -166,8 +167,8 @@ class Launcher:
         say(
             f"{self.host} is a Ray worker node; waiting for {what} at {head_host}:{head_port} (token {source})"
         )
-        cluster.wait_for_port(head_host, head_port, timeout, what)
-        node = cluster.RayNode(
+        ray_cluster.wait_for_port(head_host, head_port, timeout, what)
+        node = cluster.worker_node(
             host=self.host,
             ip=resolve_host(self.host),
             rank=self.rank + (1 if self.role == "secondary" else 0) * 1000,
@@ -283,19 +284,18 @@ class Launcher:
 
     # ---------------------------------------------------------------------------- cluster
     def _start_head(self, needed):
-        from ddrl import ray_runtime, resources
+        from ddrl import ray_cluster, ray_runtime, resources
         from sagemaker_rl import cluster
 
         token, source = cluster.auth_token(
             self.options["rendezvous_s3_uri"] or self.contract.job_name
         )
-        cluster.enable_token_auth(token)
+        ray_cluster.enable_token_auth(token)
         ip, port = resolve_host(self.host), cluster.gcs_port()
         expected = len(self.hosts) + self.secondary
-        node = cluster.RayNode(
+        node = cluster.head_node(
             host=self.host,
             ip=ip,
-            rank=0,
             cpus=self.cpus,
             gpus=self.gpus,
             log_file=self.contract.output_data_dir / f"ray-{self.host}.log",
@@ -306,7 +306,7 @@ class Launcher:
         )
         node.start()
         try:
-            cluster.wait_for_port(ip, port, 120, "our own Ray head")
+            ray_cluster.wait_for_port(ip, port, 120, "our own Ray head")
             os.environ["RAY_ADDRESS"] = f"{ip}:{port}"
             os.environ["DDRL_NODE_IP"] = ip
             say(ray_runtime.start_ray())
@@ -316,7 +316,7 @@ class Launcher:
             describe = ", ".join(self.hosts) + (
                 f" and {self.secondary} secondary host(s)" if self.secondary else ""
             )
-            alive = cluster.wait_for_nodes(expected, self.options["join_timeout_s"], describe)
+            alive = ray_cluster.wait_for_nodes(expected, self.options["join_timeout_s"], describe)
             total = resources.ray_cluster()
             say(f"Ray cluster up: {len(alive)} node(s), {total}")
             resources.check_fits(needed, total)
