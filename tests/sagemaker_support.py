@@ -11,15 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sagemaker_rl.contract import Contract, container_environment, write_contract
+
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / "aws-sagemaker" / "rl-ray-pybullet"
 SRC = PIPELINE / "src"
 COMMON = PIPELINE / "common"
 NOTEBOOK = PIPELINE / "humanoid-pipeline.ipynb"
-if str(COMMON) not in sys.path:
-    sys.path.insert(0, str(COMMON))
-
-from sagemaker_rl.contract import Contract, container_environment, write_contract  # noqa: E402
 
 #: Tiny runs of each algorithm (seconds per iteration), through hyperparameters as a job gets them.
 TINY = {

@@ -6,13 +6,8 @@ common/sagemaker_rl/evaluate.py). Locally: python src/evaluate-ray.py --model PA
 """
 
 import sys
-from pathlib import Path
 
-_COMMON = Path(__file__).resolve().parents[1] / "common"
-if _COMMON.is_dir():  # run from the repository; in a job, sagemaker_rl sits beside this file
-    sys.path.insert(1, str(_COMMON))
-
-from sagemaker_rl import evaluate  # noqa: E402
+from sagemaker_rl import evaluate
 
 if __name__ == "__main__":
     sys.exit(evaluate.main())
