@@ -16,9 +16,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ddrl.errors import UserError
+from ddrl.prices import INSTANCE_PRICES
 
-#: On-demand prices per hour of the SageMaker instances the thesis's seed compares (USD).
-DEFAULT_PRICES = {"ml.c5.4xlarge": 0.952, "ml.g4dn.4xlarge": 1.686, "ml.p3.2xlarge": 4.284}
 TIMING_COLUMNS = ("algorithm", "num_env_runners", "num_gpus", "iteration_time_s")
 
 
@@ -121,7 +120,7 @@ def speedup_table(table: pd.DataFrame, algorithm: str, fmt: str) -> str:
 
 
 def parse_prices(overrides: list[str]) -> dict[str, float]:
-    prices = dict(DEFAULT_PRICES)
+    prices = dict(INSTANCE_PRICES)
     for item in overrides:
         name, sep, value = item.partition("=")
         try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddrl.errors import UserError
+from ddrl.prices import INSTANCE_PRICES, SPOT_SAVING
 from sagemaker_rl import metrics
 from sagemaker_rl.local_mode import LOG_GROUP, split_s3_uri
 
@@ -28,10 +29,6 @@ ENTRY_SCRIPTS = {
 }
 EVALUATE_SCRIPT = "evaluate-ray.py"
 MODES = ("local", "aws")
-#: Training instance prices per hour, on demand, us-west-2 (seed 002: SageMaker pricing, September 2020).
-PRICES = {"ml.c5.4xlarge": 0.952, "ml.g4dn.4xlarge": 1.686, "ml.p3.2xlarge": 4.284}
-#: Managed spot training saves "up to 90%"; the seed's IMPALA benchmark saw about 70%.
-SPOT_SAVING = 0.70
 GPU_FAMILIES = ("ml.p", "ml.g")
 
 
@@ -342,7 +339,7 @@ def download_model(s3, model_uri: str, destination: Path) -> Path:
 
 # -------------------------------------------------------------------------------------- costs
 def hourly_price(instance_type: str) -> float | None:
-    return PRICES.get(instance_type)
+    return INSTANCE_PRICES.get(instance_type)
 
 
 def estimate_cost(instance_type: str, count: int, hours: float, spot: bool) -> str:

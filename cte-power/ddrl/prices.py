@@ -1,0 +1,11 @@
+"""The one price table of the repository: what an hour of each SageMaker training instance costs.
+
+Used by the cost analysis (``scripts/plot/cost-analysis.py``, ``--price`` overrides it) and by
+the SageMaker notebook's cost estimate. On-demand, us-west-2, USD per hour, as the thesis's
+SageMaker seed (002) quotes them (SageMaker pricing, September 2020); check today's prices on
+the SageMaker pricing page before you budget.
+"""
+
+INSTANCE_PRICES = {"ml.c5.4xlarge": 0.952, "ml.g4dn.4xlarge": 1.686, "ml.p3.2xlarge": 4.284}
+#: Managed spot training saves "up to 90%"; the seed's IMPALA benchmark saw about 70%.
+SPOT_SAVING = 0.70
