@@ -334,3 +334,45 @@ def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(off
     ), lines[-20:]
     assert "Training Execution failed" in job.failure_reason
     assert not any(line.startswith("ddrl-sagemaker:") for line in lines), "our code never ran"
+
+
+def test_a_gpu_instance_whose_gpus_torch_cannot_use_warns_and_trains_on_cpu():
+    from sagemaker_rl.contract import num_gpus
+
+    warnings = []
+    # SageMaker says 1 GPU (it counts them with nvidia-smi); this torch sees none
+    assert (
+        num_gpus(
+            {"SM_NUM_GPUS": "1", "SM_CURRENT_INSTANCE_TYPE": "ml.g4dn.4xlarge"}, warnings.append
+        )
+        == 0
+    )
+    assert (
+        len(warnings) == 1 and "ml.g4dn.4xlarge" in warnings[0] and "torch can use 0" in warnings[0]
+    )
+    # no SM_NUM_GPUS, but a GPU instance type: still a warning
+    assert num_gpus({"SM_CURRENT_INSTANCE_TYPE": "ml.p3.2xlarge"}, warnings.append) == 0
+    assert len(warnings) == 2
+    # a CPU instance: no warning
+    assert (
+        num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.c5.4xlarge"}, warnings.append)
+        == 0
+    )
+    assert len(warnings) == 2
+
+
+def test_the_image_is_built_for_amd64_with_the_cuda_torch_only_for_gpu_instances():
+    from sagemaker_rl.pipeline import build_commands
+
+    (cpu_build, push), (gpu_build, _) = (
+        build_commands("x/y:1", gpu=False),
+        build_commands("x/y:1", gpu=True),
+    )
+    for build in (cpu_build, gpu_build):
+        assert build[:4] == ["docker", "build", "--platform", "linux/amd64"]
+    assert "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in cpu_build
+    assert not any("TORCH_INDEX_URL" in arg for arg in gpu_build) and push == [
+        "docker",
+        "push",
+        "x/y:1",
+    ]

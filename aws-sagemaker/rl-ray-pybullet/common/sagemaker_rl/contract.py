@@ -169,23 +169,39 @@ def _host_key(host: str):
     return (prefix, int(number)) if number.isdigit() else (host, 0)
 
 
+#: instance families with GPUs (ml.p3, ml.g4dn, ml.g5 ...)
+GPU_FAMILIES = ("ml.p", "ml.g")
+
+
 def num_cpus(environ: dict | None = None) -> int:
     env = os.environ if environ is None else environ
     value = env.get("SM_NUM_CPUS", "")
     return int(value) if value.isdigit() else len(os.sched_getaffinity(0))
 
 
-def num_gpus(environ: dict | None = None) -> int:
+def num_gpus(environ: dict | None = None, warn=None) -> int:
+    """The GPUs training can use: those torch sees, at most SM_NUM_GPUS (what SageMaker says
+    the instance has). A GPU instance whose GPUs torch cannot use (a CPU-only torch wheel, no
+    NVIDIA driver or runtime in the image) gets a warning, not a silent CPU run."""
     env = os.environ if environ is None else environ
     value = env.get("SM_NUM_GPUS", "")
-    if value.isdigit():
-        return int(value)
+    declared = int(value) if value.isdigit() else None
     try:
         import torch
 
-        return torch.cuda.device_count()
+        visible = torch.cuda.device_count()
     except ImportError:
-        return 0
+        visible = 0
+    instance = env.get("SM_CURRENT_INSTANCE_TYPE", "")
+    expected = declared if declared is not None else (1 if instance.startswith(GPU_FAMILIES) else 0)
+    if visible < expected:
+        (warn or (lambda line: print(line, flush=True)))(
+            f"warning: this instance ({instance or 'unknown type'}) has "
+            f"{declared if declared is not None else 'some'} GPU(s) but torch can use {visible}: "
+            "the image's torch is a CPU-only wheel or the container has no NVIDIA runtime; training "
+            "runs on CPU. Build the image without TORCH_INDEX_URL (the CUDA wheel) for GPU instances.",
+        )
+    return visible if declared is None else min(declared, visible)
 
 
 def host_ips(environ: dict | None = None) -> dict[str, str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from ddrl.errors import UserError
 from ddrl.prices import INSTANCE_PRICES, SPOT_SAVING
 from sagemaker_rl import metrics
+from sagemaker_rl.contract import GPU_FAMILIES
 from sagemaker_rl.local_mode import LOG_GROUP, split_s3_uri
 
 PIPELINE_DIR = Path(__file__).resolve().parents[2]  # aws-sagemaker/rl-ray-pybullet
@@ -29,7 +30,6 @@ ENTRY_SCRIPTS = {
 }
 EVALUATE_SCRIPT = "evaluate-ray.py"
 MODES = ("local", "aws")
-GPU_FAMILIES = ("ml.p", "ml.g")
 
 
 @dataclass
@@ -204,7 +204,10 @@ def docker_available() -> bool:
 
 def build_commands(image_uri: str, gpu: bool) -> list[list[str]]:
     """``docker build`` (from the repository root: the image takes the shared core) and ``docker push``."""
-    build = ["docker", "build", "-f", str(PIPELINE_DIR / "Dockerfile"), "-t", image_uri]
+    # SageMaker runs x86-64 (amd64) images: said explicitly, so that a build on an Apple-silicon
+    # laptop does not make an arm64 image that fails on AWS
+    build = ["docker", "build", "--platform", "linux/amd64", "-f", str(PIPELINE_DIR / "Dockerfile")]
+    build += ["-t", image_uri]
     if not gpu:  # CPU instances: torch's CPU wheel (a smaller image); GPU ones take the CUDA build
         build += ["--build-arg", "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"]
     return [build + [str(REPO_DIR)], ["docker", "push", image_uri]]
