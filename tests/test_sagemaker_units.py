@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from sagemaker_support import (
@@ -307,7 +308,7 @@ def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(off
 
     from sagemaker_rl import local_mode
 
-    role = pipeline.ensure_role(offline_aws.client("iam"))
+    role = pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test")
     source = pipeline.stage_source(tmp_path / "source")
     trainer = ModelTrainer(
         training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
@@ -376,3 +377,39 @@ def test_the_image_is_built_for_amd64_with_the_cuda_torch_only_for_gpu_instances
         "push",
         "x/y:1",
     ]
+
+
+def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
+    offline_aws, monkeypatch
+):
+    iam = offline_aws.client("iam")
+    monkeypatch.setattr(pipeline, "SAGEMAKER_NOTEBOOK_METADATA", Path("/nonexistent/metadata.json"))
+    monkeypatch.setattr(pipeline, "ROLE_NAME", "ddrl-role-test")
+    arn = pipeline.resolve_role(iam, None, "ddrl-test")  # outside SageMaker, no ROLE_ARN: made here
+    assert arn.endswith(":role/ddrl-role-test")
+    trust = iam.get_role(RoleName="ddrl-role-test")["Role"]["AssumeRolePolicyDocument"]
+    assert "sagemaker.amazonaws.com" in json.dumps(trust)
+    s3_policy = iam.get_role_policy(RoleName="ddrl-role-test", PolicyName="ddrl-s3-ddrl-test")
+    resources = {r for s in s3_policy["PolicyDocument"]["Statement"] for r in [s["Resource"]]}
+    assert resources == {"arn:aws:s3:::ddrl-test", "arn:aws:s3:::ddrl-test/*"}
+    for name in iam.list_role_policies(RoleName="ddrl-role-test")["PolicyNames"]:  # no s3:* on "*"
+        document = iam.get_role_policy(RoleName="ddrl-role-test", PolicyName=name)["PolicyDocument"]
+        for statement in document["Statement"]:
+            assert statement["Resource"] != "*" or not any(
+                a.startswith("s3") for a in statement["Action"]
+            )
+    # a given role is checked, not trusted blindly
+    assert pipeline.resolve_role(iam, arn, "ddrl-test") == arn
+    with pytest.raises(UserError, match="no such role"):
+        pipeline.resolve_role(iam, "arn:aws:iam::123456789012:role/missing", "ddrl-test")
+    with pytest.raises(UserError, match="not a role ARN"):
+        pipeline.resolve_role(
+            iam, "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev/me", "ddrl-test"
+        )
+    lambda_trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                    "Principal": {"Service": "lambda.amazonaws.com"}}]}  # fmt: skip
+    other = iam.create_role(
+        RoleName="not-for-sagemaker", AssumeRolePolicyDocument=json.dumps(lambda_trust)
+    )
+    with pytest.raises(UserError, match="does not let SageMaker assume it"):
+        pipeline.resolve_role(iam, other["Role"]["Arn"], "ddrl-test")
