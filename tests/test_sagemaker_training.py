@@ -125,6 +125,10 @@ def test_ppo_job_interrupted_by_spot_resumes_from_checkpoints_and_leaves_every_a
         proc.wait()
     saved = sorted(int(p.name.split("_")[1]) for p in experiment.glob("*/checkpoint_*"))
     assert saved and 1 <= max(saved) < 4, saved
+    # killed without warning, yet /opt/ml/model holds a complete policy: exported at each checkpoint
+    model = json.loads((first.model_dir / "model.json").read_text())
+    assert (first.model_dir / model["checkpoint"] / "rllib_checkpoint.json").is_file(), model
+    assert len(list(first.model_dir.glob("*/checkpoint_*"))) == 1, "one policy: the newest"
 
     # SageMaker restarts the job on a new instance and restores /opt/ml/checkpoints from S3
     second = stage_job(tmp_path / "second" / "opt-ml", "train-humanoid-ppo.py", hyperparameters)

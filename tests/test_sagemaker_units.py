@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -413,3 +414,105 @@ def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
     )
     with pytest.raises(UserError, match="does not let SageMaker assume it"):
         pipeline.resolve_role(iam, other["Role"]["Arn"], "ddrl-test")
+
+
+TRAINER = """
+import os, signal, sys, time
+pidfile = os.environ.get("DDRL_TRAINING_PIDFILE")
+if pidfile:
+    open(pidfile, "w").write(str(os.getpid()))
+signal.signal(signal.SIGTERM, lambda s, f: (print("trainer: SIGTERM", flush=True), sys.exit(0)))
+print("trainer: up", flush=True)
+time.sleep(20)
+print("trainer: never stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("with_bash_env", [False, True])
+def test_sigterm_to_pid_1_reaches_training_only_through_the_images_bash_env(
+    with_bash_env, tmp_path
+):
+    """SageMaker signals PID 1, the ContainerEntrypoint's bash: it drops SIGTERM (the control);
+    with the image's BASH_ENV it becomes sagemaker_rl.init, which hands it to training, while the
+    driver between them (here: a pipe through cat) carries the last lines."""
+    from sagemaker_rl import local_mode
+
+    prefix = local_mode.pid_namespace_prefix()
+    if not prefix:
+        pytest.skip("no PID namespaces on this machine (unshare needs root or user namespaces)")
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "DDRL_TRAINING_PIDFILE": str(tmp_path / "training.pid")}  # fmt: skip
+    env.pop("BASH_ENV", None)
+    if with_bash_env:
+        env["BASH_ENV"] = str(local_mode.BASH_ENV_FILE)
+    container = subprocess.Popen(
+        [*prefix, "/bin/bash", "-c", f"{sys.executable} {tmp_path / 'trainer.py'} | cat; echo driver: done"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert container.stdout.readline().strip() == "trainer: up"
+        (pid1,) = Path(f"/proc/{container.pid}/task/{container.pid}/children").read_text().split()
+        os.kill(int(pid1), signal.SIGTERM)  # as SageMaker: PID 1 only
+        out, _ = container.communicate(timeout=30 if with_bash_env else 3)
+    except subprocess.TimeoutExpired:
+        container.kill()
+        out, _ = container.communicate()
+    if with_bash_env:
+        assert "ddrl-init: SIGTERM -> training" in out and "trainer: SIGTERM" in out
+        assert "driver: done" in out and container.returncode == 0, out
+    else:
+        assert "trainer: SIGTERM" not in out, "a plain bash as PID 1 forwards nothing"
+
+
+@pytest.mark.slow
+def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
+    offline_aws, tmp_path
+):
+    """The whole chain as SageMaker runs it: SDK v3's driver as PID 1 of the host, SIGTERM to it
+    at MaxRuntimeInSeconds, sagemaker_rl.init hands it to training, which checkpoints, exports
+    the model and ends the job cleanly."""
+    import tarfile
+
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.train import ModelTrainer
+    from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode, StoppingCondition
+
+    from sagemaker_rl import local_mode
+
+    if not local_mode.pid_namespace_prefix():
+        pytest.skip("no PID namespaces on this machine (unshare needs root or user namespaces)")
+    s3 = offline_aws.client("s3")
+    trainer = ModelTrainer(
+        training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
+        role=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        base_job_name="stopped",
+        sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
+        source_code=SourceCode(
+            source_dir=str(pipeline.stage_source(tmp_path / "source")),
+            entry_script="train-humanoid-ppo.py",
+        ),
+        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
+        output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=50),
+        hyperparameters={**TINY["ppo"], "stop__iterations": 100000, "checkpoint__every": 5},
+    )
+    trainer.train(wait=False, logs=False)
+    lines = []
+    job = local_mode.run_job(
+        trainer._latest_training_job.training_job_name,
+        offline_aws,
+        work_dir=tmp_path / "jobs",
+        echo=lines.append,
+        check=False,
+    )
+    log = "\n".join(lines)
+    assert "MaxRuntimeInSeconds (50) reached" in log
+    assert "ddrl-init: SIGTERM -> training" in log, log[-3000:]
+    assert "stopped on SIGTERM after checkpointing" in log, log[-3000:]
+    assert job.exit_code == 0, log[-3000:]
+    bucket, key = local_mode.split_s3_uri(job.model_artifact)
+    (tmp_path / "model.tar.gz").write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    with tarfile.open(tmp_path / "model.tar.gz") as tar:
+        names = tar.getnames()
+    assert "model.json" in names and any(n.endswith("rllib_checkpoint.json") for n in names), names

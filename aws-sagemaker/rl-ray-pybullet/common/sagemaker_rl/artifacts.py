@@ -17,6 +17,7 @@ replay buffers and Tune's bookkeeping stay in the checkpoints, which are for res
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -106,7 +107,15 @@ def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -
         "ddrl_version": ddrl.__version__,
         **(extra or {}),
     }
-    (model_dir / MODEL_FILE).write_text(json.dumps(info, indent=2))
+    partial = model_dir / f".{MODEL_FILE}.partial"
+    partial.write_text(json.dumps(info, indent=2))
+    os.replace(partial, model_dir / MODEL_FILE)  # model.json names a complete policy, always
+    for old in model_dir.glob("*/checkpoint_*"):  # earlier exports (a kill keeps the newest)
+        if old != target and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    for old_trial in model_dir.iterdir():
+        if old_trial.is_dir() and not any(old_trial.iterdir()):
+            old_trial.rmdir()
     return target
 
 

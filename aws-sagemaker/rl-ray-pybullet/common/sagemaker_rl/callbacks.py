@@ -7,7 +7,6 @@ the launcher configures this module (:func:`configure`) in every run, and the ca
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -60,6 +59,23 @@ class MetricsPrinter(tune.Callback):
             metrics.training_line(result, trial.trial_id if len(trials) > 1 else None), flush=True
         )
         _poll()
+
+
+class ExportModel(tune.Callback):
+    """At each checkpoint, export the best trial's newest policy to the model dir, so that even
+    a job killed without warning (SIGKILL after the stop signal's grace) leaves a usable model.
+    The export at the end of training replaces it with the final one."""
+
+    def __init__(self, model_dir: Path, extra: dict | None = None):
+        self.model_dir, self.extra = Path(model_dir), extra or {}
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        from sagemaker_rl.artifacts import export_model
+
+        try:
+            export_model(Path(checkpoint.path).parents[1], self.model_dir, self.extra)
+        except Exception as err:  # never fail training over it: the final export runs anyway
+            print(f"model export after a checkpoint skipped: {err}", flush=True)
 
 
 class CheckpointVideos(tune.Callback):
@@ -129,13 +145,9 @@ def _start(job: dict) -> None:
     ]
     if settings.max_steps:
         command += ["--max-steps", str(settings.max_steps)]
-    package_root = str(Path(__file__).resolve().parents[1])
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
-    }
+    # python -m from the job's working directory (its code channel): the same sagemaker_rl as ours
     log = (work / "render.log").open("w")
-    _STATE.running = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    _STATE.running = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     _STATE.running_job = {**job, "work": work, "output": output, "log": log}
 
 

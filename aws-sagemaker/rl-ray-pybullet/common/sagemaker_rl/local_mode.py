@@ -16,6 +16,12 @@ SageMaker's instances for a job that exists in the API (``DescribeTrainingJob``)
    ``checkpoints/`` to S3 as SageMaker does;
 4. at the end uploads ``model.tar.gz`` and ``output.tar.gz`` to ``<output path>/<job>/output/``.
 
+Each host's command runs as PID 1 of a PID namespace of its own (``unshare --pid``, when this
+machine allows it: root, or user namespaces), with the image's ``BASH_ENV``, and a stop
+(``MaxRuntimeInSeconds``) sends SIGTERM to that PID 1 only, as SageMaker does; so a stop reaches
+training only through ``sagemaker_rl.init``, as in the cloud. Elsewhere the stop signals the
+host's process group, which hides a PID 1 that forwards nothing (the run says so).
+
 What it cannot reproduce: the image itself (the job runs in this Python environment, which has
 the same pinned requirements as the image), instance sizes, and spot interruptions.
 """
@@ -38,6 +44,7 @@ from urllib.parse import urlparse
 
 from ddrl.errors import UserError
 from sagemaker_rl.contract import write_contract
+from sagemaker_rl.init import PIDFILE_VARIABLE
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 _KEPT_VARIABLES = {
@@ -281,10 +288,18 @@ def run_job(
                 echo(shown)
             shippers[host].add(line)
 
+    as_pid1 = pid_namespace_prefix()
+    if not as_pid1:
+        echo("[local mode] no PID namespaces here: a stop signals each host's process group")
     for host in hosts:
-        host_env = {**env, "DDRL_SM_BASE_DIR": str(bases[host])}
+        host_env = {
+            **env,
+            "DDRL_SM_BASE_DIR": str(bases[host]),
+            "BASH_ENV": str(BASH_ENV_FILE),  # as the image's ENV
+            PIDFILE_VARIABLE: str(bases[host] / "ddrl-training.pid"),  # /tmp is shared here
+        }
         processes[host] = subprocess.Popen(
-            [part.replace("/opt/ml", str(bases[host])) for part in command],
+            as_pid1 + [part.replace("/opt/ml", str(bases[host])) for part in command],
             cwd=bases[host],
             env=host_env,
             stdout=subprocess.PIPE,
@@ -314,7 +329,7 @@ def run_job(
             )
             stopped = True
             for p in processes.values():
-                _signal_group(p, signal.SIGTERM)
+                _stop(p, as_pid1)
     for thread in pumps:
         thread.join(timeout=10)
     log.close()
@@ -360,10 +375,34 @@ def run_job(
     return job
 
 
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
+#: what the image sets as BASH_ENV (see the Dockerfile): it makes PID 1 sagemaker_rl.init
+BASH_ENV_FILE = Path(__file__).resolve().parent / "bash_env.sh"
+
+
+def pid_namespace_prefix() -> list[str]:
+    """``unshare`` arguments that run a command as PID 1 of a new PID namespace (with its own
+    /proc, as a container has), or [] where this machine does not allow it."""
+    if shutil.which("unshare") is None:
+        return []
+    prefix = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+    if os.geteuid() != 0:
+        prefix.insert(1, "--map-root-user")
+    probe = subprocess.run([*prefix, "/bin/sh", "-c", "test $$ = 1"], capture_output=True)
+    return prefix if probe.returncode == 0 else []
+
+
+def _stop(process: subprocess.Popen, as_pid1: list[str]) -> None:
+    """SIGTERM as SageMaker sends it: to the host's PID 1 (inside its namespace) only."""
+    if not as_pid1:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        return
+    try:  # unshare --fork: its one child is the namespace's PID 1
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        os.kill(int(children[0]), signal.SIGTERM)
+    except (OSError, IndexError, ValueError):
         pass
 
 

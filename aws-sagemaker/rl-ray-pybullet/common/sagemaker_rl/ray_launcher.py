@@ -47,6 +47,7 @@ def main(
     from ddrl.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
+    register_for_stop_signal()
     contract = Contract.from_env()
     try:
         return Launcher(
@@ -56,6 +57,20 @@ def main(
         print(f"error: {err}", file=sys.stderr, flush=True)
         contract.write_failure(f"error: {err}")
         return err.exit_code
+
+
+def register_for_stop_signal() -> None:
+    """Tell the container's PID 1 (``sagemaker_rl.init``) to send SageMaker's SIGTERM to this
+    process: the SDK's driver, our parent, must live on to carry our last lines to the log."""
+    import atexit
+
+    from sagemaker_rl.init import PIDFILE_VARIABLE
+
+    pidfile = os.environ.get(PIDFILE_VARIABLE)
+    if not pidfile:
+        return  # not under sagemaker_rl.init (run by hand, tests of the entry point alone)
+    Path(pidfile).write_text(str(os.getpid()))
+    atexit.register(lambda: Path(pidfile).unlink(missing_ok=True))
 
 
 class Launcher:
@@ -181,6 +196,15 @@ class Launcher:
         signal.signal(signal.SIGTERM, _exit_on_signal)
         return cluster.serve_as_worker(node, head_host, head_port, still_wanted)
 
+    def _model_extra(self) -> dict:
+        """What model.json says of the job, besides the policy."""
+        return {
+            "job": self.contract.job_name,
+            "instance_type": self.contract.instance_type,
+            "instance_count": len(self.hosts),
+            "secondary_instance_count": self.secondary,
+        }
+
     def run_driver(self, experiment) -> int:
         from ddrl import ray_runtime, resources, training
         from sagemaker_rl import artifacts, callbacks
@@ -227,7 +251,11 @@ class Launcher:
                 experiment,
                 path,
                 resume=resume,
-                callbacks=[callbacks.MetricsPrinter(), callbacks.CheckpointVideos()],
+                callbacks=[
+                    callbacks.MetricsPrinter(),
+                    callbacks.ExportModel(self.contract.model_dir, self._model_extra()),
+                    callbacks.CheckpointVideos(),
+                ],
             )
             status = "done" if code in (0, training.EXIT_CHECKPOINTED) else "failed"
         finally:
@@ -242,16 +270,7 @@ class Launcher:
             )
             code = 0
         try:
-            exported = artifacts.export_model(
-                path,
-                self.contract.model_dir,
-                extra={
-                    "job": self.contract.job_name,
-                    "instance_type": self.contract.instance_type,
-                    "instance_count": len(self.hosts),
-                    "secondary_instance_count": self.secondary,
-                },
-            )
+            exported = artifacts.export_model(path, self.contract.model_dir, self._model_extra())
             say(
                 f"model: {self.contract.model_dir} (policy {exported.relative_to(self.contract.model_dir)})"
             )
