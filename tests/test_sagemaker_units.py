@@ -516,3 +516,34 @@ def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
     with tarfile.open(tmp_path / "model.tar.gz") as tar:
         names = tar.getnames()
     assert "model.json" in names and any(n.endswith("rllib_checkpoint.json") for n in names), names
+
+
+def test_the_notebooks_offline_server_logs_to_a_file_not_to_the_cells(monkeypatch, capfd):
+    """What the notebook's MODE=local starts: its HTTP access lines and the tracebacks of calls it
+    does not implement (the SDK's iam:SimulatePrincipalPolicy) go to a file, not to the cells."""
+    import boto3
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                 "SAGEMAKER_VALIDATE_ROLE"):  # fmt: skip
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    server = pipeline.start_offline_aws("us-west-2")
+    try:
+        s3 = boto3.client("s3", region_name="us-west-2")
+        s3.create_bucket(
+            Bucket="quiet-test", CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+        )
+        s3.list_objects_v2(Bucket="quiet-test")
+        iam = boto3.client("iam", region_name="us-west-2")
+        with pytest.raises(Exception):
+            iam.simulate_principal_policy(
+                PolicySourceArn="arn:aws:iam::123456789012:role/x", ActionNames=["s3:GetObject"]
+            )
+    finally:
+        server.stop()
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+    printed = capfd.readouterr()
+    assert "HTTP/1.1" not in printed.out + printed.err and "Traceback" not in printed.err, printed
+    log = pipeline.OFFLINE_SERVER_LOG.read_text()
+    assert "PUT /quiet-test HTTP/1.1" in log and "NotImplementedError" in log

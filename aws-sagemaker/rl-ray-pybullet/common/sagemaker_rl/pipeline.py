@@ -78,6 +78,7 @@ def start_offline_aws(region: str):
     """
     if os.environ.get("AWS_ENDPOINT_URL"):
         return None
+    quiet_offline_server()
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -85,6 +86,22 @@ def start_offline_aws(region: str):
     host, port = server.get_host_and_port()
     use_offline_credentials(f"http://{host}:{port}", region)
     return server
+
+
+#: where the offline server's own log goes (its HTTP access lines, and the tracebacks of calls it
+#: does not implement, such as iam:SimulatePrincipalPolicy), instead of the notebook's cells
+OFFLINE_SERVER_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "ddrl-offline-aws.log"
+
+
+def quiet_offline_server() -> None:
+    """Send the stand-in server's log (werkzeug, moto) to OFFLINE_SERVER_LOG only."""
+    import logging
+
+    handler = logging.FileHandler(OFFLINE_SERVER_LOG)
+    for name in ("werkzeug", "moto"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.propagate = False
 
 
 def use_offline_credentials(endpoint: str, region: str) -> None:
