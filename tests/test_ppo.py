@@ -72,7 +72,7 @@ def test_algorithm_ppo_is_ours_and_rllibs_stays_available():
     assert algorithms.get_algorithm_class("RLlibPPO") is RLlibPPO
 
 
-def test_orthogonal_init_as_stable_baselines3_and_off_on_request():
+def test_orthogonal_init_as_stable_baselines3_on_request():
     """Hidden layers orthogonal with gain sqrt(2), action means with 0.01, value with 1."""
     env = gym.make("Pendulum-v1")
     model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
@@ -85,7 +85,7 @@ def test_orthogonal_init_as_stable_baselines3_and_off_on_request():
     def linear(part):
         return [m for m in part.modules() if isinstance(m, torch.nn.Linear)]
 
-    ours = module()
+    ours = module(orthogonal_init=True)
     for layer in linear(ours.encoder):  # W W^T = gain^2 I on the smaller side
         w = layer.weight.detach()
         small = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
@@ -96,6 +96,6 @@ def test_orthogonal_init_as_stable_baselines3_and_off_on_request():
         pi_out @ pi_out.T, 1e-4 * torch.eye(pi_out.shape[0]), atol=1e-8, rtol=0
     )
     torch.testing.assert_close(vf_out @ vf_out.T, torch.eye(1), atol=1e-5, rtol=0)
-    # torch's default initialisation is not orthogonal (RLlib's PPO, orthogonal_init: false)
-    default = linear(module(orthogonal_init=False).encoder)[1].weight.detach()
+    # the default: torch's initialisation, as RLlib's PPO (not orthogonal)
+    default = linear(module().encoder)[1].weight.detach()
     assert (default @ default.T - 2.0 * torch.eye(64)).abs().max() > 0.5

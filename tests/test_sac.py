@@ -65,10 +65,11 @@ def test_uniform_warmup_until_learning_starts_then_the_policy():
     assert warmup.mean(0).abs().max() < 0.05
     torch.testing.assert_close(warmup.var(0), torch.full((3,), 1 / 3), atol=0.02, rtol=0)
     module.uniform_exploration.fill_(0.0)  # what the learner does at its first update
-    with torch.no_grad():
+    with torch.no_grad():  # the policy: means tanh(0.5), tanh(-0.5), 0; std exp(-3)
+        module.actor[-1].weight.zero_()
         module.actor[-1].bias.copy_(torch.tensor([0.5, -0.5, 0.0, -3.0, -3.0, -3.0]))
     policy = module.forward_exploration(batch)["actions"]
-    assert policy.var(0).max() < 0.05 and policy.mean(0)[0] > 0.3
+    assert policy.var(0).max() < 0.01 and policy.mean(0)[0] > 0.4 and policy.mean(0)[1] < -0.4
     # without the option (and in checkpoints made before it), no buffer: the policy acts from the start
     assert not hasattr(make_module(), "uniform_exploration")
 

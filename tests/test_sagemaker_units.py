@@ -494,8 +494,8 @@ def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
         ),
         compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
         output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=50),
-        hyperparameters={**TINY["ppo"], "stop__iterations": 100000, "checkpoint__every": 5},
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=40),
+        hyperparameters={**TINY["ppo"], "stop__iterations": 100000, "checkpoint__every": 3},
     )
     trainer.train(wait=False, logs=False)
     lines = []
@@ -507,7 +507,7 @@ def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
         check=False,
     )
     log = "\n".join(lines)
-    assert "MaxRuntimeInSeconds (50) reached" in log
+    assert "MaxRuntimeInSeconds (40) reached" in log
     assert "ddrl-init: SIGTERM -> training" in log, log[-3000:]
     assert "stopped on SIGTERM after checkpointing" in log, log[-3000:]
     assert job.exit_code == 0, log[-3000:]
