@@ -244,7 +244,7 @@ def test_a_search_packs_fractional_trials_and_resumes_like_a_single_run(tmp_path
                 # after another's last iteration
                 "--set", "reporting.min_time_s_per_iteration=2",
                 "--results-dir", tmp_path, "--name", "packed"]  # fmt: skip
-    proc = run_script(TRAIN_GYM, *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=2",
+    proc = run_script(TRAIN_GYM, *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=3",
                       "--set", "checkpoint.at_end=true", timeout=400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trials = trials_of(tmp_path / "packed")
@@ -253,9 +253,9 @@ def test_a_search_packs_fractional_trials_and_resumes_like_a_single_run(tmp_path
     assert len(trials) == 4
     assert max(h[0]["timestamp"] for h in histories) <= min(h[-1]["timestamp"] for h in histories)
 
-    proc = run_script(TRAIN_GYM, *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=3",
+    proc = run_script(TRAIN_GYM, *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=4",
                       "--resume", timeout=400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert trials_of(tmp_path / "packed") == trials, "the resume continued the same trials"
     for trial in trials:
-        assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3]
+        assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3, 4]
