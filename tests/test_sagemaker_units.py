@@ -301,25 +301,27 @@ def test_s3_rendezvous_publishes_the_head_and_the_end(offline_aws):
         Rendezvous("http://example/prefix")
 
 
-def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(offline_aws, tmp_path):
-    """Why hyperparameters are encoded: SDK v3's own container driver fails on a dotted name."""
+def run_sdk_job(offline_aws, tmp_path, name: str, hyperparameters: dict, **trainer_options):
+    """A job made by SDK v3's ModelTrainer on the offline API, run by local mode: (job, log lines)."""
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.train import ModelTrainer
     from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode
 
     from sagemaker_rl import local_mode
 
-    role = pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test")
-    source = pipeline.stage_source(tmp_path / "source")
     trainer = ModelTrainer(
         training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
-        role=role,
-        base_job_name="dotted",
+        role=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        base_job_name=name,
         sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
-        source_code=SourceCode(source_dir=str(source), entry_script="train-humanoid-ppo.py"),
+        source_code=SourceCode(
+            source_dir=str(pipeline.stage_source(tmp_path / "source")),
+            entry_script="train-humanoid-ppo.py",
+        ),
         compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
         output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
-        hyperparameters={"training.lr": 0.001},
+        hyperparameters=hyperparameters,
+        **trainer_options,
     )
     trainer.train(wait=False, logs=False)
     lines = []
@@ -330,6 +332,12 @@ def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(off
         echo=lines.append,
         check=False,
     )
+    return job, lines
+
+
+def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(offline_aws, tmp_path):
+    """Why hyperparameters are encoded: SDK v3's own container driver fails on a dotted name."""
+    job, lines = run_sdk_job(offline_aws, tmp_path, "dotted", {"training.lr": 0.001})
     assert job.exit_code != 0
     assert any(
         "SM_HP_TRAINING.LR" in line and "not a valid identifier" in line for line in lines
@@ -474,38 +482,18 @@ def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
     the model and ends the job cleanly."""
     import tarfile
 
-    from sagemaker.core.helper.session_helper import Session
-    from sagemaker.train import ModelTrainer
-    from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode, StoppingCondition
+    from sagemaker.train.configs import StoppingCondition
 
     from sagemaker_rl import local_mode
 
     if not local_mode.pid_namespace_prefix():
         pytest.skip("no PID namespaces on this machine (unshare needs root or user namespaces)")
     s3 = offline_aws.client("s3")
-    trainer = ModelTrainer(
-        training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
-        role=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
-        base_job_name="stopped",
-        sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
-        source_code=SourceCode(
-            source_dir=str(pipeline.stage_source(tmp_path / "source")),
-            entry_script="train-humanoid-ppo.py",
-        ),
-        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
-        output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
+    job, lines = run_sdk_job(
+        offline_aws, tmp_path, "stopped",
+        {**TINY["ppo"], "stop__iterations": 100000, "checkpoint__every": 3},
         stopping_condition=StoppingCondition(max_runtime_in_seconds=40),
-        hyperparameters={**TINY["ppo"], "stop__iterations": 100000, "checkpoint__every": 3},
-    )
-    trainer.train(wait=False, logs=False)
-    lines = []
-    job = local_mode.run_job(
-        trainer._latest_training_job.training_job_name,
-        offline_aws,
-        work_dir=tmp_path / "jobs",
-        echo=lines.append,
-        check=False,
-    )
+    )  # fmt: skip
     log = "\n".join(lines)
     assert "MaxRuntimeInSeconds (40) reached" in log
     assert "ddrl-init: SIGTERM -> training" in log, log[-3000:]

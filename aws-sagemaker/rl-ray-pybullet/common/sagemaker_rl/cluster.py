@@ -51,26 +51,12 @@ def auth_token(seed: str) -> tuple[str, str]:
     ).hexdigest(), f"derived from {seed!r} (set {TOKEN_VARIABLE} for a secret one)"
 
 
-def head_node(host: str, ip: str, cpus: int, gpus: int, log_file: Path, port: int) -> RayNode:
-    """The Ray head of the job (rank 0), with the head resource."""
-    return RayNode(
-        host=host,
-        ip=ip,
-        cpus=cpus,
-        gpus=gpus,
-        log_file=log_file,
-        temp_dir=f"{default_temp_dir()}/sm-{host}",
-        agent_port=agent_port(0),
-        port=port,
-        resources={HEAD_RESOURCE: 1},
-    )
-
-
-def worker_node(
-    host: str, ip: str, rank: int, cpus: int, gpus: int, log_file: Path, head_address: str,
-    status_file: Path,
+def sagemaker_node(
+    host: str, ip: str, rank: int, cpus: int, gpus: int, log_file: Path,
+    head_address: str | None = None, port: int = DEFAULT_GCS_PORT, status_file: Path | None = None,
 ) -> RayNode:  # fmt: skip
-    """A worker node that joins ``head_address``; its Ray workers know the status file."""
+    """This host's Ray node: the head (``head_address`` None, with the head resource) or a
+    worker that joins ``head_address``, whose Ray workers know the status file."""
     return RayNode(
         host=host,
         ip=ip,
@@ -80,7 +66,9 @@ def worker_node(
         temp_dir=f"{default_temp_dir()}/sm-{host}",
         agent_port=agent_port(rank),
         head_address=head_address,
-        env={STATUS_FILE_VARIABLE: str(status_file)},
+        port=port,
+        resources={HEAD_RESOURCE: 1} if head_address is None else {},
+        env={STATUS_FILE_VARIABLE: str(status_file)} if status_file else {},
     )
 
 

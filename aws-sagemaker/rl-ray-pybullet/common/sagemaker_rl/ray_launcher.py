@@ -183,7 +183,7 @@ class Launcher:
             f"{self.host} is a Ray worker node; waiting for {what} at {head_host}:{head_port} (token {source})"
         )
         ray_cluster.wait_for_port(head_host, head_port, timeout, what)
-        node = cluster.worker_node(
+        node = cluster.sagemaker_node(
             host=self.host,
             ip=resolve_host(self.host),
             rank=self.rank + (1 if self.role == "secondary" else 0) * 1000,
@@ -312,9 +312,10 @@ class Launcher:
         ray_cluster.enable_token_auth(token)
         ip, port = resolve_host(self.host), cluster.gcs_port()
         expected = len(self.hosts) + self.secondary
-        node = cluster.head_node(
+        node = cluster.sagemaker_node(
             host=self.host,
             ip=ip,
+            rank=0,
             cpus=self.cpus,
             gpus=self.gpus,
             log_file=self.contract.output_data_dir / f"ray-{self.host}.log",
