@@ -31,6 +31,10 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 
+def linear_layers(module: nn.Module) -> list[nn.Linear]:
+    return [m for m in module.modules() if isinstance(m, nn.Linear)]
+
+
 def orthogonal_(layers, gain: float) -> None:
     for layer in layers:
         nn.init.orthogonal_(layer.weight, gain)
@@ -45,13 +49,12 @@ class PPOTorchRLModule(DefaultPPOTorchRLModule):
         super().setup()
         if not self.model_config.get("orthogonal_init"):
             return
-        linear = lambda module: [m for m in module.modules() if isinstance(m, nn.Linear)]  # noqa: E731
-        orthogonal_(linear(self.encoder), math.sqrt(2))
-        *pi_hidden, pi_out = linear(self.pi)
+        orthogonal_(linear_layers(self.encoder), math.sqrt(2))
+        *pi_hidden, pi_out = linear_layers(self.pi)
         orthogonal_(pi_hidden, math.sqrt(2))
         orthogonal_([pi_out], 0.01)
         if hasattr(self, "vf"):  # an inference-only module has no value head
-            *vf_hidden, vf_out = linear(self.vf)
+            *vf_hidden, vf_out = linear_layers(self.vf)
             orthogonal_(vf_hidden, math.sqrt(2))
             orthogonal_([vf_out], 1.0)
 

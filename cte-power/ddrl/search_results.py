@@ -59,10 +59,10 @@ def _as_cell(value):
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
-def trial_table(experiment: Path) -> tuple[pd.DataFrame, list[str]]:
-    """One row per trial of a search, best first, and the searched settings (its columns)."""
+def trial_table(experiment: Path, raw: dict) -> tuple[pd.DataFrame, list[str]]:
+    """One row per trial of a search, best first, and the searched settings (its columns);
+    ``raw``: the search's experiment.yaml (``read_experiment``)."""
     experiment = Path(experiment)
-    raw = read_experiment(experiment)
     paths = searched_paths(raw)
     rows = []
     for trial in sorted(p.parent for p in experiment.glob("*/result.json")):
@@ -106,10 +106,10 @@ def read_experiment(experiment: Path) -> dict:
     return read_yaml(path.read_text()) or {}
 
 
-def best_experiment(experiment: Path, table: pd.DataFrame, paths: list[str]) -> dict:
+def best_experiment(experiment: Path, raw: dict, table: pd.DataFrame, paths: list[str]) -> dict:
     """The experiment file that trains the best trial's settings: every searched setting fixed to
     its value, the scheduler and search algorithm gone, one sample."""
-    raw = copy.deepcopy(read_experiment(experiment))
+    raw = copy.deepcopy(raw)
     if table[RANK_BY].isna().all():
         raise UserError(
             f"no trial of {experiment} reported a return yet; train longer before picking a best."
@@ -140,8 +140,8 @@ def best_experiment(experiment: Path, table: pd.DataFrame, paths: list[str]) -> 
 
 def write_search_summary(experiment: Path, output_dir: Path) -> tuple[Path, Path, pd.DataFrame]:
     """``<experiment>-trials.csv`` and ``<experiment>-best.yaml`` in ``output_dir``."""
-    table, searched = trial_table(experiment)
     raw = read_experiment(experiment)
+    table, searched = trial_table(experiment, raw)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     trials_csv = output_dir / f"{Path(experiment).name}-trials.csv"
@@ -150,7 +150,7 @@ def write_search_summary(experiment: Path, output_dir: Path) -> tuple[Path, Path
     best_yaml.write_text(
         f"# Made by scripts/plot/summarize-data.py from {Path(experiment).name}: train it with\n"
         f"#   python scripts/train/{paths.train_script(raw.get('toolkit'))} --config {best_yaml}\n"
-        + dump_yaml(best_experiment(experiment, table, searched))
+        + dump_yaml(best_experiment(experiment, raw, table, searched))
     )
     return trials_csv, best_yaml, table
 
