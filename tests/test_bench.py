@@ -25,8 +25,8 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
         "0.5",
         "--sampling-steps",
         "200",
-        "--reference-steps",
-        "20",
+        "--updates",
+        "4",
         "--set",
         "training.actor_hiddens=[32]",
         "--set",
@@ -49,13 +49,22 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     assert sampling["target"].tolist()[1] == 0.9 and sampling["measure"].tolist()[1].endswith(
         f"against its {envs} envs"
     )
-    assert any(m.startswith("SAC plain-PyTorch reference") for m in measures)
-    assert any(m.startswith("SAC end to end") for m in measures)
+    assert any(m.startswith("SAC Stable-Baselines3 as installed") for m in measures)
     assert any(m.startswith("SAC peak memory") for m in measures)
+    assert not any("reference" in m for m in measures), "the plain-PyTorch loops: --reference only"
     steps = table[table["unit"] == "env steps/s"]
     assert (steps["value"] > 0).all()
     ours = table[table["measure"].str.startswith("SAC end to end")].iloc[0]
-    assert ours["ratio"] > 0 and ours["target"] == 0.7
+    assert ours["measure"].endswith("against SB3") and ours["ratio"] > 0 and ours["target"] == 1.3
+    updates = table[table["unit"] == "updates/s"].set_index("measure")
+    limit = updates.filter(like="at the FLOP limit", axis=0)["value"].iloc[0]
+    against_limit = updates.filter(like="ours, against the FLOP limit", axis=0).iloc[0]
+    assert 0 < against_limit["ratio"] and against_limit["target"] == 0.7
+    assert against_limit["value"] < limit, "no update beats the matmul FLOPs it needs"
+    assert (
+        updates.filter(like="Stable-Baselines3, against the FLOP limit", axis=0)["ratio"].iloc[0]
+        > 0
+    )
     memory = table[table["unit"] == "MiB"].iloc[0]
     assert 100 < memory["value"] < 8192
     assert "targets met:" in proc.stdout

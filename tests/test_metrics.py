@@ -9,6 +9,7 @@ import ray
 
 from ddrl import config
 from ddrl.experiment import Experiment
+from ddrl.offpolicy import SAMPLE_WHILE_LEARNING
 from ddrl.results import EVAL_RETURN, result_value
 
 pytestmark = pytest.mark.slow
@@ -131,3 +132,33 @@ def test_evaluation_return_is_the_mean_of_its_round_and_a_stop_key(local_ray):
         {"env": "Pendulum-v1", "algorithm": "PPO", "stop": {"eval_return": -200}}, "gym"
     ).stop
     assert stop == {"eval_return": -200}
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_sample_while_learning_keeps_the_next_fragment_in_flight(local_ray, overlap):
+    """With ``sample_while_learning`` the remote runner is already sampling the next fragment
+    when a training step returns (without it, nothing is in flight); env steps, episodes and
+    updates are counted as in the synchronous step. (Pendulum: a remote runner cannot import
+    this file's counting env.)"""
+    rllib = {
+        **SMALL["SAC"],
+        "env_runners": {"num_env_runners": 1, "rollout_fragment_length": 50},
+        "training": {**SMALL["SAC"]["training"], "sample_while_learning": overlap},
+    }
+    experiment = Experiment(
+        toolkit="gym", env="Pendulum-v1", algorithm="SAC", stop={"iterations": 1}, rllib=rllib
+    )
+    algo = config.build_algorithm_config(experiment).build_algo()
+    try:
+        sampled = 0
+        for _ in range(3):
+            result = algo.train()
+            assert result["num_env_steps_sampled_lifetime"] - sampled >= 200
+            sampled = result["num_env_steps_sampled_lifetime"]
+            in_flight = algo.env_runner_group.num_in_flight_async_reqs(tag=SAMPLE_WHILE_LEARNING)
+            assert in_flight == (1 if overlap else 0)
+        assert result["learners"]["default_policy"]["num_gradient_updates"] > 0
+        # Pendulum's episodes last 200 steps: every one that ended was counted
+        assert result["env_runners"]["num_episodes_lifetime"] == sampled // 200
+    finally:
+        algo.stop()

@@ -43,7 +43,10 @@ def test_finite_gradients_step_exactly_as_rllibs_learner(learners):
         apply_to_both(
             ours, theirs, [torch.randn(p.shape, generator=generator) for p in ours._params.values()]
         )
-    assert all(torch.equal(a, b) for a, b in zip(weights(ours), weights(theirs)))
+    # the same steps, up to float rounding: ours steps a fused Adam, RLlib's the per-tensor loop
+    assert all(
+        torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(weights(ours), weights(theirs))
+    )
     assert not all(torch.equal(a, b) for a, b in zip(weights(ours), before)), (
         "no optimizer step was taken"
     )
@@ -58,7 +61,7 @@ def test_nan_and_inf_gradients_get_rllibs_treatment(learners, caplog):
         apply_to_both(ours, theirs, gradients)
     after = weights(ours)
     assert all(torch.isfinite(w).all() for w in after)
-    assert all(torch.equal(a, b) for a, b in zip(after, weights(theirs)))
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(after, weights(theirs)))
     assert (
         sum("contain `nan/inf` values" in r.getMessage() for r in caplog.records) == 4
     )  # 2 per learner

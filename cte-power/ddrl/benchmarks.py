@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from ddrl import config, environments
 from ddrl.experiment import Experiment
-from ddrl.networks import mlp, q_values, soft_update
+from ddrl.networks import ACTIVATIONS, mlp, q_values, soft_update
 
 # --------------------------------------------------------------------------- limits
 Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps, seconds); the
@@ -382,28 +382,214 @@ def reference_ppo(
 
 
 # --------------------------------------------------------------------------- ours
+class _Trial:
+    """Our algorithm built as Tune builds a trial's: in a Ray actor holding the trial's
+    main-process CPUs (so Ray starts it with OMP_NUM_THREADS=1, as in a real trial)."""
+
+    def __init__(self, experiment: Experiment):
+        from ddrl import ray_runtime
+
+        ray_runtime.quiet_rllib_notices()
+        environments.register_env(experiment.toolkit, experiment.env)
+        self.algo = config.build_algorithm_config(experiment).build_algo()
+        self.last: dict = {}
+        for _ in range(2):  # past learning starts, caches filled
+            self.last.update(self.algo.train())
+
+    def iteration(self) -> tuple[int, float]:
+        before = self.last.get("num_env_steps_sampled_lifetime", 0)
+        start = time.perf_counter()
+        self.last.update(self.algo.train())
+        seconds = time.perf_counter() - start
+        return self.last["num_env_steps_sampled_lifetime"] - before, seconds
+
+    def updates(self, count: int) -> tuple[int, float]:
+        """``count`` gradient updates of the off-policy learner (nothing sampled or stored)."""
+        learner = self.algo.learner_group._learner  # num_learners 0: the learner is in this process
+        start = time.perf_counter()
+        learner.lean_update(None, count)
+        return count, time.perf_counter() - start
+
+    def torch_threads(self) -> int:
+        return torch.get_num_threads()
+
+    def stop(self) -> None:
+        self.algo.stop()
+
+
 @contextlib.contextmanager
 def our_training(experiment: Experiment, progress=print):
-    """Our training (``Algorithm.train()``, Ray must be running), one iteration per round, after 2
-    warm-up iterations (past learning starts, caches filled)."""
-    environments.register_env(experiment.toolkit, experiment.env)
-    algo = config.build_algorithm_config(experiment).build_algo()
-    last = {}
+    """Our training (Ray must be running), one iteration per round (``.updates``: a round of
+    gradient updates alone), in a trial-like actor: see ``_Trial``."""
+    import ray
+
+    cpus = config.build_algorithm_config(experiment).num_cpus_for_main_process
+    trial = ray.remote(num_cpus=cpus)(_Trial).remote(experiment)
 
     def run() -> tuple[int, float]:
-        before = last.get("num_env_steps_sampled_lifetime", 0)
-        start = time.perf_counter()
-        last.update(algo.train())
-        seconds = time.perf_counter() - start
-        progress(f"  {experiment.algorithm} iteration: {seconds:.1f} s")
-        return last["num_env_steps_sampled_lifetime"] - before, seconds
+        steps, seconds = ray.get(trial.iteration.remote())
+        progress(f"  {experiment.algorithm} iteration (ours): {seconds:.1f} s", flush=True)
+        return steps, seconds
 
+    run.updates = lambda count: ray.get(trial.updates.remote(count))
+    run.threads = ray.get(trial.torch_threads.remote())
     try:
-        for _ in range(2):
-            last.update(algo.train())
         yield run
     finally:
-        algo.stop()
+        ray.get(trial.stop.remote())
+        ray.kill(trial)
+
+
+# --------------------------------------------------------------------------- the peer
+def sb3_model(experiment: Experiment):
+    """The Stable-Baselines3 model of ``experiment``'s algorithm with its settings: networks,
+    batch and minibatch sizes, learning rate, learning starts, one update per env step (SAC/TD3),
+    envs per rollout, epochs, GAE and clip (PPO)."""
+    from ddrl.learning_bench import require_sb3
+
+    sb3 = require_sb3()
+    from stable_baselines3.common.env_util import make_vec_env
+
+    environments.register_env(experiment.toolkit, experiment.env)
+    training = experiment.rllib["training"]
+    make = lambda: environments.make_env(experiment.toolkit, experiment.env)  # noqa: E731
+    if experiment.algorithm == "PPO":
+        model = experiment.rllib.get("rl_module", {}).get("model_config", {})
+        runners = experiment.rllib.get("env_runners", {})
+        # as many envs as all our runners step together
+        envs = runners.get("num_envs_per_env_runner", 1) * max(1, runners.get("num_env_runners", 1))
+        hiddens = model.get("fcnet_hiddens", [256, 256])
+        return sb3.PPO(
+            "MlpPolicy",
+            make_vec_env(make, n_envs=envs, seed=0),
+            learning_rate=training.get("lr", 5e-5),
+            n_steps=training["train_batch_size_per_learner"] // envs,
+            batch_size=training["minibatch_size"],
+            n_epochs=training["num_epochs"],
+            gamma=training.get("gamma", 0.99),
+            gae_lambda=training.get("lambda_", 1.0),
+            clip_range=training.get("clip_param", 0.3),
+            ent_coef=training.get("entropy_coeff", 0.0),
+            vf_coef=training.get("vf_loss_coeff", 1.0),
+            policy_kwargs={
+                "net_arch": {"pi": hiddens, "vf": hiddens},
+                "activation_fn": ACTIVATIONS[model.get("fcnet_activation", "tanh")],
+            },
+            seed=0,
+            device="cpu",
+        )
+    common = {
+        "learning_rate": training["actor_lr"],  # SB3 has one learning rate
+        "buffer_size": training.get("replay_buffer_config", {}).get("capacity", 1_000_000),
+        "learning_starts": training["num_steps_sampled_before_learning_starts"],
+        "batch_size": training["train_batch_size_per_learner"],
+        "tau": training["tau"],
+        "gamma": training.get("gamma", 0.99),
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "policy_kwargs": {
+            "net_arch": {"pi": training["actor_hiddens"], "qf": training["critic_hiddens"]},
+            "activation_fn": ACTIVATIONS[training.get("hidden_activation", "relu")],
+        },
+        "seed": 0,
+        "device": "cpu",
+    }
+    env = make_vec_env(make, n_envs=1, seed=0)
+    if experiment.algorithm == "SAC":
+        return sb3.SAC("MlpPolicy", env, ent_coef=f"auto_{training['initial_alpha']}", **common)
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    dims = env.action_space.shape[0]
+    noise = training.get("exploration_noise", 0.1)
+    return sb3.TD3(
+        "MlpPolicy",
+        env,
+        action_noise=NormalActionNoise(np.zeros(dims), noise * np.ones(dims)),
+        policy_delay=training.get("policy_delay", 2),
+        target_policy_noise=training.get("target_noise", 0.2),
+        target_noise_clip=training.get("target_noise_clip", 0.5),
+        **common,
+    )
+
+
+def sb3_training(experiment: Experiment, round_steps: int, progress=print) -> Workload:
+    """Stable-Baselines3 as installed (torch's default threads) on ``experiment``: one round is
+    ``round_steps`` env steps of ``learn`` (``.updates``: a round of gradient updates alone)."""
+    model = sb3_model(experiment)
+    model.learn(total_timesteps=2 * round_steps)  # past learning starts, caches filled
+
+    def run() -> tuple[int, float]:
+        before, start = model.num_timesteps, time.perf_counter()
+        model.learn(total_timesteps=round_steps, reset_num_timesteps=False)
+        seconds = time.perf_counter() - start
+        progress(f"  {experiment.algorithm} round (SB3): {seconds:.1f} s", flush=True)
+        return model.num_timesteps - before, seconds
+
+    def updates(count: int) -> tuple[int, float]:
+        start = time.perf_counter()
+        model.train(gradient_steps=count, batch_size=model.batch_size)
+        return count, time.perf_counter() - start
+
+    run.updates = updates
+    run.threads = torch.get_num_threads()
+    run.close = model.env.close
+    return run
+
+
+# --------------------------------------------------------------------------- the FLOP limit
+def mlp_macs(sizes: list[int]) -> int:
+    """Multiply-accumulates of one forward pass of one sample through an MLP of layer ``sizes``."""
+    return sum(a * b for a, b in zip(sizes, sizes[1:]))
+
+
+def update_flops(algorithm: str, obs_dim: int, act_dim: int, training: dict) -> float:
+    """Matmul FLOPs of one gradient update of batch ``train_batch_size_per_learner``, as our
+    learners run it (2 FLOPs per multiply-accumulate; ``tests/test_bench.py`` checks the count
+    against torch's FLOP counter on the real update).
+
+    Per sample, with F the forward MACs of a network and F1 those of its first layer: a backward
+    pass to the weights costs 2F - F1 (no gradient for the inputs, which need none), one that
+    only carries the gradient to the inputs (the critics in the actor loss) costs F.
+    SAC: next actions (actor F), target critics, critics forward and backward, actor forward,
+    critics forward and input-backward, actor backward. TD3: target actor, target critics,
+    critics forward and backward, and every ``policy_delay`` updates the actor forward, one
+    critic forward and input-backward, the actor backward."""
+    actor_out = 2 * act_dim if algorithm == "SAC" else act_dim
+    actor_sizes = [obs_dim, *training["actor_hiddens"], actor_out]
+    critic_sizes = [obs_dim + act_dim, *training["critic_hiddens"], 1]
+    actor, actor_first = mlp_macs(actor_sizes), mlp_macs(actor_sizes[:2])
+    critic, critic_first = mlp_macs(critic_sizes), mlp_macs(critic_sizes[:2])
+    critics = 2 if training.get("twin_q", True) else 1
+    critic_training = critics * (critic + 2 * critic - critic_first)  # forward + backward
+    if algorithm == "SAC":
+        actor_update = actor + critics * 2 * critic + 2 * actor - actor_first
+        macs = actor + critics * critic + critic_training + actor_update
+    else:
+        delay = training.get("policy_delay", 2 if algorithm == "TD3" else 1)
+        actor_update = actor + 2 * critic + 2 * actor - actor_first
+        macs = actor + critics * critic + critic_training + actor_update / delay
+    return 2 * macs * training["train_batch_size_per_learner"]
+
+
+def matmul_rate(rows: int, width: int, threads: int, seconds: float = 0.5) -> Workload:
+    """Float32 matmuls of (rows x width) @ (width x width) on ``threads`` torch threads, one round
+    of ``seconds``: returns (GFLOP, seconds), so that ``Rounds.rate`` is GFLOP/s."""
+    a, b = torch.randn(rows, width), torch.randn(width, width)
+
+    def run() -> tuple[float, float]:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            count, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                for _ in range(20):
+                    torch.mm(a, b)
+                count += 20
+            return 2 * rows * width * width * count / 1e9, time.perf_counter() - start
+        finally:
+            torch.set_num_threads(before)
+
+    return run
 
 
 class PeakMemory:

@@ -25,12 +25,20 @@ def q_values(
     critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor
 ) -> list[torch.Tensor]:
     """Q(s, a) of each critic, shape (batch,)."""
-    inputs = torch.cat([obs, actions], dim=-1)
-    return [critic(inputs).squeeze(-1) for critic in critics]
+    return critic_outputs(critics, torch.cat([obs, actions], dim=-1))
+
+
+def critic_outputs(critics: nn.ModuleList, obs_actions: torch.Tensor) -> list[torch.Tensor]:
+    """Q of each critic on inputs that already hold obs and actions side by side, shape (batch,)."""
+    return [critic(obs_actions).squeeze(-1) for critic in critics]
+
+
+def min_q(q: list[torch.Tensor]) -> torch.Tensor:
+    """The smallest of one or two critics' Q values (clipped double Q)."""
+    return q[0] if len(q) == 1 else torch.minimum(q[0], q[1])
 
 
 @torch.no_grad()
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """target <- tau * source + (1 - tau) * target."""
-    for t, s in zip(target.parameters(), source.parameters()):
-        t.lerp_(s, tau)
+    """target <- tau * source + (1 - tau) * target, all tensors in one foreach call."""
+    torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)

@@ -26,6 +26,7 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
+from ddrl import resources
 from ddrl.replay import TransitionBuffer
 
 #: critic_loss -> loss of one critic's Q values against the TD targets (mean over the batch)
@@ -54,6 +55,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         self.hidden_activation = "relu"
         self.updates_per_env_step = 1.0
         self.critic_loss = "mse"
+        self.sample_while_learning = False
         # One learner call per fragment: the per-call overhead is paid once per 64 updates.
         self.rollout_fragment_length = 64
         self.min_time_s_per_iteration = 0
@@ -67,6 +69,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         hidden_activation: str | None = NotProvided,
         updates_per_env_step: float | None = NotProvided,
         critic_loss: str | None = NotProvided,
+        sample_while_learning: bool | None = NotProvided,
         **kwargs,
     ):
         """The shared settings on top of RLlib's (``tau``, ``actor_lr``, ``critic_lr``, ``twin_q``,
@@ -80,6 +83,10 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
                 step sampled (the replay ratio).
             critic_loss: "mse" (the SAC and TD3 papers', Stable-Baselines3's) or "huber"
                 (RLlib's SAC: Huber with delta 1), of each critic against the TD target.
+            sample_while_learning: the env runners sample the next fragment while the learner
+                updates on the last one (off by default). Faster, but the runners act with
+                weights one more learner call (``rollout_fragment_length`` updates) old; no
+                effect without remote env runners.
         """
         super().training(**kwargs)
         return self._set_provided(locals())
@@ -135,16 +142,20 @@ class LeanOffPolicy:
     def setup(self, config) -> None:
         super().setup(config)
         self._pending_updates = 0.0  # fractional updates carried to the next step
+        self._sampling_in_flight = False  # sample_while_learning: fragments being sampled now
 
     def training_step(self) -> None:
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            episodes, env_runner_results = synchronous_parallel_sample(
-                worker_set=self.env_runner_group,
-                concat=True,
-                sample_timeout_s=self.config.sample_timeout_s,
-                _uses_new_env_runners=True,
-                _return_metrics=True,
-            )
+            if self.config.sample_while_learning and self.env_runner_group.num_remote_env_runners():
+                episodes, env_runner_results = self._collect_and_sample_next()
+            else:
+                episodes, env_runner_results = synchronous_parallel_sample(
+                    worker_set=self.env_runner_group,
+                    concat=True,
+                    sample_timeout_s=self.config.sample_timeout_s,
+                    _uses_new_env_runners=True,
+                    _return_metrics=True,
+                )
         self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
         transitions = episodes_to_transitions(episodes)
 
@@ -169,6 +180,27 @@ class LeanOffPolicy:
                 self.env_runner_group.sync_weights(
                     from_worker_or_learner_group=self.learner_group, inference_only=True
                 )
+
+    def _collect_and_sample_next(self) -> tuple[list, list]:
+        """``sample_while_learning``: wait for the fragments the runners sampled during the last
+        learner call, and start the next ones at once, so that they run during this call. Each
+        runner executes its calls in order, so this step's weight sync reaches it after the
+        fragment now starting and before the one after."""
+        group = self.env_runner_group
+        if not self._sampling_in_flight:  # the first step
+            group.foreach_env_runner_async(_sample_with_metrics, tag=SAMPLE_WHILE_LEARNING)
+        results = group.fetch_ready_async_reqs(tags=SAMPLE_WHILE_LEARNING, timeout_seconds=None)
+        group.foreach_env_runner_async(_sample_with_metrics, tag=SAMPLE_WHILE_LEARNING)
+        self._sampling_in_flight = True
+        episodes = [episode for _, (sampled, _) in results for episode in sampled]
+        return episodes, [metrics for _, (_, metrics) in results]
+
+
+SAMPLE_WHILE_LEARNING = "ddrl.sample_while_learning"
+
+
+def _sample_with_metrics(env_runner):
+    return env_runner.sample(), env_runner.get_metrics()
 
 
 def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
@@ -203,6 +235,7 @@ class LeanOffPolicyLearner(TorchLearner):
 
     def build(self) -> None:
         super().build()
+        resources.use_learner_threads(self.config)
         self.replay = TransitionBuffer(
             self.config.replay_buffer_config["capacity"], device=self._device
         )
@@ -219,7 +252,8 @@ class LeanOffPolicyLearner(TorchLearner):
             self.register_optimizer(
                 module_id=module_id,
                 optimizer_name=name,
-                optimizer=torch.optim.Adam(params),
+                # fused: one kernel per step for all the tensors (measured: faster on CPU too)
+                optimizer=torch.optim.Adam(params, fused=True),
                 params=params,
                 lr_or_lr_schedule=lr,
             )

@@ -126,6 +126,60 @@ def scaling(timings: pd.DataFrame, algorithm: str):
     return fig
 
 
+def scaling_prediction(predictions: pd.DataFrame, measured: pd.DataFrame, algorithm: str):
+    """Predicted iteration time, speed-up and cost per million env steps against env runners
+    (``ddrl.scaling_model.predict``; one line per source, series and learner), with the measured
+    iteration times as points."""
+    rows = predictions[predictions["algorithm"] == algorithm]
+    if rows.empty:
+        raise UserError(f"no predictions for algorithm {algorithm}.")
+    fig, (time_ax, speed_ax, cost_ax) = plt.subplots(1, 3, figsize=(15, 4.5))
+    for (source, series, learner), line in rows.groupby(["source", "series", "learner"]):
+        label = (
+            f"{series}, {learner} ({source})" if series == "CPU only" else f"{series} ({source})"
+        )
+        style = {"linestyle": "--" if source == "thesis" else "-"}
+        (drawn,) = time_ax.plot(
+            line["num_env_runners"], line["iteration_time_s"], label=label, **style
+        )
+        speed_ax.plot(line["num_env_runners"], line["speedup"], color=drawn.get_color(), **style)
+        cost_ax.plot(
+            line["num_env_runners"],
+            line["usd_per_million_env_steps"],
+            color=drawn.get_color(),
+            **style,
+        )
+        if learner == "CPU learner":
+            points = measured[
+                (measured["algorithm"] == algorithm)
+                & (measured["source"] == source)
+                & (measured["series"] == series)
+            ]
+            time_ax.scatter(
+                points["num_env_runners"].clip(lower=1),
+                points["iteration_time_s"],
+                color=drawn.get_color(),
+                marker=SERIES_STYLE.get(series, {}).get("marker", "o"),
+                zorder=3,
+            )
+    for ax, ylabel in (
+        (time_ax, "seconds per iteration (points: measured)"),
+        (speed_ax, "speed-up vs 1 runner of the series"),
+        (cost_ax, "USD per million env steps (SageMaker on demand)"),
+    ):
+        ax.set_xscale("log")
+        ax.set_xlabel("env runners")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, which="both")
+    time_ax.set_yscale("log")
+    speed_ax.set_yscale("log")
+    time_ax.legend(fontsize="small")
+    model = rows["model"].iloc[0]
+    fig.suptitle(f"{algorithm}: predicted scaling ({model} model fitted to the measured times)")
+    fig.tight_layout()
+    return fig
+
+
 def time_breakdown(timings: pd.DataFrame, algorithm: str):
     """Share of each iteration spent sampling, learning, synchronising weights, and the rest.
 

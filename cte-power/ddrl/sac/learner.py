@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
-from ddrl.networks import soft_update
+from ddrl.networks import critic_outputs, min_q, soft_update
 from ddrl.offpolicy import CRITIC_LOSSES, LeanOffPolicyLearner
 
 
@@ -58,17 +58,13 @@ class SACTorchLearner(LeanOffPolicyLearner):
             alpha = module.log_alpha.detach().exp()
             with torch.no_grad():
                 next_actions, next_logp = module.sample_actions(batch["next_obs"], self.generator)
-                next_q = (
-                    torch.stack(
-                        module.q_values(module.target_critics, batch["next_obs"], next_actions)
-                    )
-                    .min(0)
-                    .values
+                next_q = min_q(
+                    module.q_values(module.target_critics, batch["next_obs"], next_actions)
                 )
                 targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (
                     next_q - alpha * next_logp
                 )
-            q_preds = module.q_values(module.critics, batch["obs"], batch["actions"])
+            q_preds = critic_outputs(module.critics, batch["obs_actions"])
             critic_loss = sum(critic_loss_fn(q, targets) for q in q_preds)
             optimizers["critic"].zero_grad(set_to_none=True)
             critic_loss.backward()
@@ -76,9 +72,7 @@ class SACTorchLearner(LeanOffPolicyLearner):
 
             actions, logp = module.sample_actions(batch["obs"], self.generator)
             module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
-            q_actor = (
-                torch.stack(module.q_values(module.critics, batch["obs"], actions)).min(0).values
-            )
+            q_actor = min_q(module.q_values(module.critics, batch["obs"], actions))
             actor_loss = (alpha * logp - q_actor).mean()
             optimizers["actor"].zero_grad(set_to_none=True)
             actor_loss.backward()

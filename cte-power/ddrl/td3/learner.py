@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
-from ddrl.networks import soft_update
+from ddrl.networks import critic_outputs, min_q, soft_update
 from ddrl.offpolicy import CRITIC_LOSSES, LeanOffPolicyLearner
 
 
@@ -37,11 +37,7 @@ def td_targets(
         next_actions = smoothed_target_actions(
             module.target_actor(batch["next_obs"]), noise_std, noise_clip, generator
         )
-        next_q = (
-            torch.stack(module.q_values(module.target_critics, batch["next_obs"], next_actions))
-            .min(dim=0)
-            .values
-        )
+        next_q = min_q(module.q_values(module.target_critics, batch["next_obs"], next_actions))
         return batch["rewards"] + gamma * (1.0 - batch["terminateds"]) * next_q
 
 
@@ -79,7 +75,7 @@ class TD3TorchLearner(LeanOffPolicyLearner):
                 config.target_noise_clip,
                 self.generator,
             )
-            q_preds = module.q_values(module.critics, batch["obs"], batch["actions"])
+            q_preds = critic_outputs(module.critics, batch["obs_actions"])
             critic_loss = sum(critic_loss_fn(q, targets) for q in q_preds)
             critic_opt.zero_grad(set_to_none=True)
             critic_loss.backward()
@@ -89,12 +85,14 @@ class TD3TorchLearner(LeanOffPolicyLearner):
             q_means.append(q_preds[0].detach().mean())
 
             if critic_updates % config.policy_delay == 0:
+                module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
                 actor_loss = -module.q_values(
                     module.critics[:1], batch["obs"], module.actor(batch["obs"])
                 )[0].mean()
                 actor_opt.zero_grad(set_to_none=True)
                 actor_loss.backward()
                 actor_opt.step()
+                module.critics.requires_grad_(True)
                 soft_update(module.target_actor, module.actor, config.tau)
                 soft_update(module.target_critics, module.critics, config.tau)
                 actor_losses.append(actor_loss.detach())

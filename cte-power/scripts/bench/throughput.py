@@ -1,11 +1,16 @@
 """Throughput against the machine's limits, on HumanoidBulletEnv-v0 with the shipped configs.
 
-Measures, in one run, each figure alternating with its limit round by round: raw env steps/s
-(random actions, one process; one env, and the PPO runner's envs); the sampling rate of one
-RLlib env runner of the PPO config; a plain-PyTorch reference loop per algorithm doing the same
-work (SAC/TD3: one env step + one update of batch 256 per step; PPO: one iteration); our
-end-to-end training; the ratios against the targets (the median of the per-round ratios); the
-peak memory of the largest process.
+Measures, in one run, each figure alternating with what it is judged against, round by round:
+- sampling: one RLlib env runner of the PPO config against raw env stepping (random actions, one
+  process; one env, and the runner's envs in turn);
+- per algorithm, end to end: our training (in a trial-like Ray actor, as Tune runs it) against
+  Stable-Baselines3 as installed, same hyperparameters and replay ratio (target 1.3x);
+- SAC/TD3, the gradient update alone: ours and SB3's against the FLOP limit, the matmul FLOPs
+  of one update at this machine's measured matmul rate on the learner's threads (target 70%);
+- the peak memory of the largest process; with --reference, our old plain-PyTorch loops.
+Each ratio is the median of the per-round ratios (see ddrl.benchmarks).
+
+Needs the benchmark requirements:  pip install -r scripts/bench/requirements-bench.txt
 
 Run from cte-power/:   python scripts/bench/throughput.py
 Writes the table to results/bench/throughput-<host>-<date>.csv.
@@ -18,22 +23,146 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from ddrl import benchmarks, cli, config, paths, ray_runtime, resources
+from ddrl import benchmarks, cli, config, environments, paths, ray_runtime, resources
 
 TOOLKIT = "pybullet-envs"
 CONFIGS = {"PPO": "ppo.yaml", "SAC": "sac.yaml", "TD3": "td3.yaml"}
 # Start learning at once so that every timed env step pays for its gradient update.
 LEARN_NOW = ["training.num_steps_sampled_before_learning_starts=256"]
-TARGETS = {"sampling": 0.9, "PPO": 0.8, "SAC": 0.7, "TD3": 0.7}
+# SB3 evaluates nothing while it learns; the timed rounds of ours should not either.
+NO_EVALUATION = ["evaluation.evaluation_interval=null"]
+#: ours / SB3 as installed, end to end; sampling: against raw env stepping
+TARGETS = {"sampling": 0.9, "PPO": 1.3, "SAC": 1.3, "TD3": 1.3}
+UPDATE_TARGET = 0.7  # the off-policy update against the FLOP limit
 MEMORY_LIMIT_MIB = 2048
 
 
 def load(algorithm: str, overrides=()):
     path = paths.TRAININGS_DIR / TOOLKIT / CONFIGS[algorithm]
     return config.load_experiment(
-        path, TOOLKIT, [*(LEARN_NOW if algorithm != "PPO" else []), *overrides]
+        path, TOOLKIT, [*(LEARN_NOW if algorithm != "PPO" else []), *NO_EVALUATION, *overrides]
+    )
+
+
+def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -> None:
+    """Ours against SB3 end to end; for SAC/TD3 also the update alone against SB3's and against
+    the FLOP limit; the peak memory; with ``--reference``, the plain-PyTorch loop (a diagnostic)."""
+    training = experiment.rllib["training"]
+    round_steps = (
+        training["train_batch_size_per_learner"]
+        if algorithm == "PPO"
+        else config.build_algorithm_config(experiment).min_sample_timesteps_per_iteration
+    )
+    with benchmarks.PeakMemory() as memory, benchmarks.our_training(experiment) as ours:
+        peer = benchmarks.sb3_training(experiment, round_steps)
+        workloads = {"sb3": peer, "ours": ours}
+        if args.reference:
+            workloads["reference"] = reference_loop(algorithm, experiment, env_id, envs, args)
+        rounds = benchmarks.interleave(workloads, args.rounds)
+        record(
+            f"{algorithm} Stable-Baselines3 as installed ({peer.threads} torch threads)",
+            rounds,
+            "sb3",
+        )
+        record(
+            f"{algorithm} end to end (ours, Ray/RLlib, learner on {ours.threads} torch threads), against SB3",
+            rounds,
+            "ours",
+            "sb3",
+            TARGETS[algorithm],
+        )
+        if args.reference:
+            workloads["reference"].close()
+            record(f"{algorithm} plain-PyTorch reference loop (diagnostic)", rounds, "reference")
+            record(
+                f"{algorithm} end to end (ours), against the reference loop",
+                rounds,
+                "ours",
+                "reference",
+            )
+        if algorithm != "PPO":
+            measure_updates(algorithm, experiment, env_id, ours, peer, args, record)
+        peer.close()
+    name, peak = memory.largest()
+    rows.append(
+        {
+            "measure": f"{algorithm} peak memory, largest process ({name})",
+            "value": round(peak / 2**20),
+            "unit": "MiB",
+            "meets_target": peak / 2**20 < MEMORY_LIMIT_MIB,
+        }
+    )
+    print(f"{algorithm} peak memory: {peak / 2**20:,.0f} MiB in {name}", flush=True)
+
+
+def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> None:
+    """Rounds of ``--updates`` gradient updates, ours and SB3's, alternating with matmuls at the
+    rate that would do one update's FLOPs in the time of ... (the limit, in updates/s)."""
+    training = experiment.rllib["training"]
+    env = environments.make_env(TOOLKIT, env_id)
+    obs_dim, act_dim = (
+        int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
+    )
+    env.close()
+    gflop = benchmarks.update_flops(algorithm, obs_dim, act_dim, training) / 1e9
+    width = max(training["actor_hiddens"] + training["critic_hiddens"])
+    matmul = benchmarks.matmul_rate(training["train_batch_size_per_learner"], width, ours.threads)
+    limit = lambda: (lambda flops, seconds: (flops / gflop, seconds))(*matmul())  # noqa: E731
+    rounds = benchmarks.interleave(
+        {
+            "limit": limit,
+            "ours": lambda: ours.updates(args.updates),
+            "sb3": lambda: peer.updates(args.updates),
+        },
+        args.rounds,
+    )
+    unit = "updates/s"
+    print(
+        f"{algorithm} update: {gflop:.2f} GFLOP (batch {training['train_batch_size_per_learner']}); "
+        f"matmul rate {rounds.rate('limit') * gflop:,.0f} GFLOP/s on {ours.threads} threads",
+        flush=True,
+    )
+    record(
+        f"{algorithm} update at the FLOP limit ({gflop:.2f} GFLOP at the measured matmul rate)",
+        rounds,
+        "limit",
+        unit=unit,
+    )
+    record(
+        f"{algorithm} update, Stable-Baselines3, against the FLOP limit",
+        rounds,
+        "sb3",
+        "limit",
+        unit=unit,
+    )
+    record(
+        f"{algorithm} update, ours, against the FLOP limit",
+        rounds,
+        "ours",
+        "limit",
+        UPDATE_TARGET,
+        unit=unit,
+    )
+    record(f"{algorithm} update, ours, against SB3", rounds, "ours", "sb3", unit=unit)
+
+
+def reference_loop(algorithm, experiment, env_id, envs, args):
+    training = experiment.rllib["training"]
+    if algorithm == "PPO":
+        model = experiment.rllib.get("rl_module", {}).get("model_config", {})
+        return benchmarks.reference_ppo(
+            TOOLKIT,
+            env_id,
+            training,
+            model.get("fcnet_hiddens", [256, 256]),
+            model.get("fcnet_activation", "tanh"),
+            envs,
+        )
+    return benchmarks.reference_offpolicy(
+        TOOLKIT, env_id, algorithm, training, args.reference_steps
     )
 
 
@@ -65,10 +194,21 @@ def main(argv=None) -> int:
         help="env steps sampled per round (default 1000)",
     )
     parser.add_argument(
+        "--updates",
+        type=int,
+        default=64,
+        help="gradient updates per round of the SAC/TD3 update measure (default 64)",
+    )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run the plain-PyTorch reference loops (a diagnostic, no longer the target)",
+    )
+    parser.add_argument(
         "--reference-steps",
         type=int,
         default=500,
-        help="env steps of the SAC/TD3 reference loops per round",
+        help="env steps of the SAC/TD3 reference loops per round (with --reference)",
     )
     parser.add_argument(
         "--set",
@@ -88,19 +228,19 @@ def main(argv=None) -> int:
     ray_runtime.quiet_rllib_notices()
     rows = []
 
-    def record(measure, rounds, name, limit=None, target=None):
-        """A row: ``name``'s env steps/s and, against ``limit``, the median and quartiles of the per-round ratios."""
+    def record(measure, rounds, name, limit=None, target=None, unit="env steps/s"):
+        """A row: ``name``'s rate (``unit``) and, against ``limit``, the median and quartiles of the per-round ratios."""
         value = rounds.rate(name)
         row = {
             "measure": measure,
             "value": round(value, 1),
-            "unit": "env steps/s",
+            "unit": unit,
             "ratio": None,
             "target": target,
             "meets_target": None,
             "ratio_quartiles": None,
         }
-        shown = f"{value:,.1f} env steps/s"
+        shown = f"{value:,.1f} {unit}"
         if limit:
             ratio, (low, high) = rounds.ratio(name, limit), rounds.spread(name, limit)
             row.update(
@@ -108,7 +248,7 @@ def main(argv=None) -> int:
                 ratio_quartiles=f"{low:.3f}-{high:.3f}",
                 meets_target=None if target is None else bool(ratio >= target),
             )
-            shown += f"  ({ratio:.0%} of its limit" + (f", target {target:.0%}" if target else "")
+            shown += f"  ({ratio:.0%} of it" + (f", target {target:.0%}" if target else "")
             shown += f"; rounds' quartiles {low:.0%}-{high:.0%})"
         rows.append(row)
         print(f"{measure}: {shown}", flush=True)
@@ -149,42 +289,7 @@ def main(argv=None) -> int:
     try:
         for algorithm in args.algorithms:
             experiment = load(algorithm, args.overrides)
-            training = experiment.rllib["training"]
-            if algorithm == "PPO":
-                model = experiment.rllib.get("rl_module", {}).get("model_config", {})
-                reference = benchmarks.reference_ppo(
-                    TOOLKIT,
-                    env_id,
-                    training,
-                    model.get("fcnet_hiddens", [256, 256]),
-                    model.get("fcnet_activation", "tanh"),
-                    envs,
-                )
-            else:
-                reference = benchmarks.reference_offpolicy(
-                    TOOLKIT, env_id, algorithm, training, args.reference_steps
-                )
-            with benchmarks.PeakMemory() as memory, benchmarks.our_training(experiment) as ours:
-                rounds = benchmarks.interleave({"reference": reference, "ours": ours}, args.rounds)
-            reference.close()  # its environments would otherwise count in the next algorithm's driver peak
-            record(f"{algorithm} plain-PyTorch reference loop", rounds, "reference")
-            record(
-                f"{algorithm} end to end (ours, Ray/RLlib)",
-                rounds,
-                "ours",
-                "reference",
-                TARGETS[algorithm],
-            )
-            name, peak = memory.largest()
-            rows.append(
-                {
-                    "measure": f"{algorithm} peak memory, largest process ({name})",
-                    "value": round(peak / 2**20),
-                    "unit": "MiB",
-                    "meets_target": peak / 2**20 < MEMORY_LIMIT_MIB,
-                }
-            )
-            print(f"{algorithm} peak memory: {peak / 2**20:,.0f} MiB in {name}", flush=True)
+            measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows)
     finally:
         ray_runtime.stop_ray()
 
