@@ -138,7 +138,8 @@ def test_evaluation_return_is_the_mean_of_its_round_and_a_stop_key(local_ray):
 def test_sample_while_learning_keeps_the_next_fragment_in_flight(local_ray, overlap):
     """With ``sample_while_learning`` the remote runner is already sampling the next fragment
     when a training step returns (without it, nothing is in flight); env steps, episodes and
-    updates are counted as in the synchronous step. (Pendulum: a remote runner cannot import
+    updates are counted as in the synchronous step; sampling, learning and weight sync add up to
+    the iteration. (Pendulum: a remote runner cannot import
     this file's counting env.)"""
     rllib = {
         **SMALL["SAC"],
@@ -157,6 +158,13 @@ def test_sample_while_learning_keeps_the_next_fragment_in_flight(local_ray, over
             sampled = result["num_env_steps_sampled_lifetime"]
             in_flight = algo.env_runner_group.num_in_flight_async_reqs(tag=SAMPLE_WHILE_LEARNING)
             assert in_flight == (1 if overlap else 0)
+            # the timers are summed over the iteration, so its breakdown adds up to it
+            timers = result["timers"]
+            parts = sum(
+                timers.get(key, 0.0)
+                for key in ("env_runner_sampling_timer", "learner_update_timer", "synch_weights")
+            )
+            assert 0.7 * result["time_this_iter_s"] <= parts <= result["time_this_iter_s"]
         assert result["learners"]["default_policy"]["num_gradient_updates"] > 0
         # Pendulum's episodes last 200 steps: every one that ended was counted
         assert result["env_runners"]["num_episodes_lifetime"] == sampled // 200

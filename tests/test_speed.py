@@ -133,11 +133,15 @@ def test_each_model_recovers_its_own_coefficients(name, truth):
     assert fitted.exponent == pytest.approx(truth.exponent)
 
 
-def test_measured_learner_time_is_used_and_a_gpu_learner_replaces_it():
+def test_measured_breakdown_is_used_and_a_gpu_learner_replaces_it():
     truth = scaling_model.IterationModel(10.0, 8.0, per_runner_s=0.5)
-    rows = synthetic(truth, [0, 1, 2]).assign(learning_s=10.0)  # 3 points, 2 free terms
-    fitted = scaling_model.fit(rows, "overhead")
-    assert (fitted.learn_s, fitted.sample_s) == (10.0, pytest.approx(8.0))
+    rows = synthetic(truth, [1, 2, 4])
+    rows["sampling_s"] = rows["iteration_time_s"] - 10.0  # the rest: learning, sync, overhead
+    # 0 runners (the driver samples, a different setup) is left out of a fit with runners
+    driver = rows.iloc[:1].assign(num_env_runners=0, iteration_time_s=50.0, sampling_s=45.0)
+    fitted = scaling_model.fit(pd.concat([driver, rows]), "overhead")
+    assert fitted.learn_s == pytest.approx(10.0) and fitted.sample_s == pytest.approx(8.0)
+    assert fitted.per_runner_s == pytest.approx(0.5)
     predicted = scaling_model.predict(fitted, 64, gpu_learn_s=1.0)
     cpu = predicted[predicted["learner"] == "CPU learner"].set_index("num_env_runners")
     gpu = predicted[predicted["learner"] == "GPU learner"].set_index("num_env_runners")
@@ -193,3 +197,15 @@ def test_plot_time_bad_gpu_time_is_one_line(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ALGO=SECONDS" in err[0]
+
+
+def test_summaries_keep_per_iteration_timers_and_scale_per_call_ones():
+    from ddrl.summaries import per_iteration_timers
+
+    # RLlib's per-call moving averages: 16 calls of 1.2 s make a 20 s iteration
+    per_call = {"sampling_s": 0.15, "learning_s": 1.05, "sync_s": 0.002, "time_this_iter_s": 20.0}
+    # our lean step's sums over the same iteration
+    summed = {"sampling_s": 2.4, "learning_s": 17.0, "sync_s": 0.03, "time_this_iter_s": 20.0}
+    assert not per_iteration_timers(per_call, calls=16)
+    assert per_iteration_timers(summed, calls=16)
+    assert not per_iteration_timers(summed, calls=1)  # one call: either reading is the same

@@ -29,6 +29,11 @@ from ray.rllib.utils.metrics import (
 from ddrl import resources
 from ddrl.replay import TransitionBuffer
 
+#: The timers of our training step are summed over the iteration: it runs many steps per
+#: iteration, and RLlib's default (a moving average over steps) would report neither a step's
+#: time nor an iteration's, so a breakdown of the iteration would not add up.
+PER_ITERATION = {"reduce": "sum"}
+
 #: critic_loss -> loss of one critic's Q values against the TD targets (mean over the batch)
 CRITIC_LOSSES = {
     "mse": torch.nn.functional.mse_loss,
@@ -145,7 +150,7 @@ class LeanOffPolicy:
         self._sampling_in_flight = False  # sample_while_learning: fragments being sampled now
 
     def training_step(self) -> None:
-        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER), **PER_ITERATION):
             if self.config.sample_while_learning and self.env_runner_group.num_remote_env_runners():
                 episodes, env_runner_results = self._collect_and_sample_next()
             else:
@@ -167,7 +172,7 @@ class LeanOffPolicy:
         num_updates = int(self._pending_updates)
         self._pending_updates -= num_updates
 
-        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER), **PER_ITERATION):
             results = self.learner_group.foreach_learner(
                 lambda learner, **kw: learner.lean_update(**kw),
                 transitions=transitions,
@@ -176,7 +181,7 @@ class LeanOffPolicy:
         stats = next(iter(results)).get()  # one learner
         if stats:
             self.metrics.log_dict(stats, key=(LEARNER_RESULTS, DEFAULT_MODULE_ID), window=1)
-            with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER), **PER_ITERATION):
                 self.env_runner_group.sync_weights(
                     from_worker_or_learner_group=self.learner_group, inference_only=True
                 )

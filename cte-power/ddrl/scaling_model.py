@@ -17,11 +17,11 @@ Three members of the family (``MODELS``):
 Validated on the thesis's tables (fit on the runs with few workers, predict the rest: see
 ``validate`` and the README), ``power`` extrapolates best, and it is the default.
 
-Where the timings carry the learner's own time (``learning_s``, our summaries), ``learn`` is that
-measured mean and only the other terms are fitted; otherwise ``amdahl`` and ``overhead`` fit it
-too, and ``power`` takes it as 0 (a 2-parameter fit; a third cannot be pinned down by the few
-points of a small sweep). Fits are non-negative least squares (``power``: least squares in log
-space).
+Where the timings carry a breakdown (our summaries: RLlib's sampling timer), ``learn`` is the
+measured rest of the iteration and the sampling terms are fitted to the measured sampling time;
+otherwise (the thesis's tables) ``amdahl`` and ``overhead`` fit ``learn`` too, and ``power``
+takes it as 0 (a 2-parameter fit; a third cannot be pinned down by the few points of a small
+sweep). Fits are non-negative least squares (``power``: least squares in log space).
 """
 
 from __future__ import annotations
@@ -61,15 +61,23 @@ class IterationModel:
 
 def fit(rows: pd.DataFrame, model: str = "power") -> IterationModel:
     """Fit ``model`` to one series (one algorithm, CPU or GPU learner): ``num_env_runners``,
-    ``iteration_time_s`` and, if present, ``learning_s`` and ``env_steps_per_iter``."""
+    ``iteration_time_s`` and, if present, the breakdown ``sampling_s``/``learning_s``/``sync_s``
+    and ``env_steps_per_iter``.
+
+    With a breakdown, the terms are fitted to what was measured: ``learn`` is the mean of the
+    rest of the iteration (learning, weight sync and what lies between), and the sampling terms
+    are fitted to the sampling time. Runs with 0 runners are then left out when there are runs
+    with runners: the driver samples itself and its learner has fewer threads, a different setup.
+    """
     if model not in MODELS:
         raise UserError(f"unknown scaling model {model!r}; choose one of {', '.join(MODELS)}.")
     rows = rows.dropna(subset=["iteration_time_s"])
+    breakdown = "sampling_s" in rows.columns and rows["sampling_s"].notna().all()
+    if breakdown and (rows["num_env_runners"] > 0).any():
+        rows = rows[rows["num_env_runners"] > 0]
     n = rows["num_env_runners"].to_numpy(dtype=float)
     times = rows["iteration_time_s"].to_numpy(dtype=float)
-    measured = rows["learning_s"].dropna() if "learning_s" in rows.columns else pd.Series()
-    learn = float(measured.mean()) if not measured.empty else None
-    free = {"power": 2, "amdahl": 1, "overhead": 2}[model] + (learn is None and model != "power")
+    free = {"power": 2, "amdahl": 1, "overhead": 2}[model] + (not breakdown and model != "power")
     if len(np.unique(np.maximum(n, 1))) < free:
         raise UserError(
             f"the {model} scaling model needs timings at {free} or more different numbers of env "
@@ -81,17 +89,20 @@ def fit(rows: pd.DataFrame, model: str = "power") -> IterationModel:
         else float("nan")
     )
     samplers = np.maximum(n, 1)
+    if breakdown:
+        sampling = rows["sampling_s"].to_numpy(dtype=float)
+        learn = float(np.mean(times - sampling))
+    else:
+        sampling, learn = times, None
     if model == "power":
-        learn = learn or 0.0
-        rest = np.maximum(times - learn, 1e-9)
-        slope, intercept = np.polyfit(np.log(samplers), np.log(rest), 1)
-        return IterationModel(learn, float(np.exp(intercept)), 0.0, float(-slope), steps)
+        slope, intercept = np.polyfit(np.log(samplers), np.log(np.maximum(sampling, 1e-9)), 1)
+        return IterationModel(learn or 0.0, float(np.exp(intercept)), 0.0, float(-slope), steps)
     basis = [1 / samplers] + ([n] if model == "overhead" else [])
     if learn is None:
-        coefficients, _ = nnls(np.column_stack([np.ones_like(n), *basis]), times)
+        coefficients, _ = nnls(np.column_stack([np.ones_like(n), *basis]), sampling)
         learn, coefficients = coefficients[0], coefficients[1:]
     else:
-        coefficients, _ = nnls(np.column_stack(basis), np.maximum(times - learn, 0))
+        coefficients, _ = nnls(np.column_stack(basis), sampling)
     per_runner = coefficients[1] if model == "overhead" else 0.0
     return IterationModel(float(learn), float(coefficients[0]), float(per_runner), 1.0, steps)
 

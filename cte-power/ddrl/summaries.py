@@ -30,7 +30,8 @@ METRICS = {
     "time_this_iter_s": "time_this_iter_s",
     "time_total_s": "time_total_s",
     # RLlib's timers are moving averages (EMA): the iteration timer is per iteration, the others
-    # per training_step call (multiplied by the calls per iteration below).
+    # per training_step call (multiplied by the calls per iteration below), except ours on the
+    # lean off-policy path, which sums them per iteration (see per_iteration_timers).
     "timer_iteration_s": "timers/training_iteration",
     "sampling_s": "timers/env_runner_sampling_timer",
     "learning_s": "timers/learner_update_timer",
@@ -46,6 +47,16 @@ PARAMETERS = {
     "seed": "seed",
 }
 TIMER_COLUMNS = ("sampling_s", "learning_s", "sync_s")
+
+
+def per_iteration_timers(row: dict, calls: int) -> bool:
+    """Whether ``row``'s timers are already per iteration (our lean off-policy step sums them)
+    rather than RLlib's per-call moving averages: the parts of an iteration cannot take longer
+    than it, so per-call values times the calls fit in it, and per-iteration ones do not (by
+    far, with several calls; 1.5x leaves room for a moving average lagging a slowdown)."""
+    parts = sum(row[t] or 0.0 for t in TIMER_COLUMNS)
+    iteration = row.get("time_this_iter_s") or 0.0
+    return calls > 1 and iteration > 0 and parts * calls > 1.5 * iteration
 
 
 def env_slug(env_id: str) -> str:
@@ -67,9 +78,10 @@ def summarize_trial(trial: Path) -> pd.DataFrame:
     for result in results.trial_results(trial):
         row = {name: result_value(result, path) for name, path in METRICS.items()}
         calls = row.pop("training_step_calls") or 1
-        for timer in TIMER_COLUMNS:  # per iteration, not per call
-            if row[timer] is not None:
-                row[timer] *= calls
+        if not per_iteration_timers(row, calls):
+            for timer in TIMER_COLUMNS:  # per iteration, not per call
+                if row[timer] is not None:
+                    row[timer] *= calls
         rows.append(row)
     table = pd.DataFrame(rows, columns=[c for c in METRICS if c != "training_step_calls"])
     table.insert(0, "trial", trial.name)

@@ -10,7 +10,8 @@ on its runs with at most K runners, predict the others and print the errors.
 Run from cte-power/:
   python scripts/plot/plot-time.py results/humanoid/scaling-ppo-*.csv
   python scripts/plot/plot-time.py --thesis                 # the thesis's own figures alone
-  python scripts/plot/plot-time.py results/humanoid/scaling-sac-2cores.csv --predict 64 --gpu-learn-s SAC=4.1
+  python scripts/plot/plot-time.py results/humanoid/scaling-sac-2cores.csv --predict 64
+      (add --gpu-learn-s SAC=SECONDS: a GPU learner's seconds of learning per iteration, measured)
   python scripts/plot/plot-time.py --thesis --validate 8    # how well the model extrapolates
 """
 
