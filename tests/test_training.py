@@ -279,7 +279,8 @@ def test_after_a_killed_driver_the_next_run_starts_cleanly(tmp_path):
     log = tmp_path / "first.log"
     first = _start(args, log)
     try:
-        _wait_for(lambda: list((tmp_path / "orphan").glob("*/checkpoint_000001")), first, log)
+        # checkpoint_000001 is complete once the next one is being written
+        _wait_for(lambda: list((tmp_path / "orphan").glob("*/checkpoint_000002")), first, log)
         session = os.getsid(first.pid)
         first.kill()
         first.wait()

@@ -1,14 +1,15 @@
-"""Throughput measurements against the physical limits of the machine (``scripts/bench/``).
-
-Four kinds of figure, all in env steps per second of one environment's steps:
+"""Throughput measurements (``scripts/bench/throughput.py``), in env steps per second of one
+environment's steps unless said otherwise:
 - ``raw_env``: random actions in one process, nothing else, on one env or on as many envs as an
   env runner steps in turn: the limit for sampling;
 - ``env_runner_sampling``: one RLlib env runner of a shipped config, in this process (one core);
-- ``reference_offpolicy`` / ``reference_ppo``: minimal plain-PyTorch loops doing the same
-  work per env step (SAC/TD3) or per iteration (PPO) on the same network sizes, in one process:
-  the limit for training on this hardware;
-- ``our_training``: our training (Ray/RLlib, the shipped config) over timed iterations.
-``PeakMemory`` samples the resident memory of this process and all its descendants (Ray's workers).
+- ``our_training``: our training in a trial-like Ray actor (``_Trial``), one iteration a round;
+  ``.updates(n)``: n off-policy gradient updates alone;
+- ``sb3_training``: Stable-Baselines3 as installed, with our experiment's settings
+  (``sb3_model``), as many env steps a round; ``.updates(n)`` likewise;
+- ``update_flops`` and ``matmul_rate``: the FLOP limit of an off-policy update;
+- ``reference_offpolicy`` / ``reference_ppo``: our old plain-PyTorch loops (a diagnostic);
+- ``PeakMemory``: the resident memory of this process and all its descendants (Ray's workers).
 
 A measure and its limit are taken in alternating rounds (``interleave``), and their ratio is the
 median of the per-round ratios (each round against the limit rounds just before and after it),
@@ -395,6 +396,9 @@ class _Trial:
         self.last: dict = {}
         for _ in range(2):  # past learning starts, caches filled
             self.last.update(self.algo.train())
+        replay = getattr(getattr(self.algo.learner_group, "_learner", None), "replay", None)
+        while replay is not None and len(replay) < self.algo.config.train_batch_size_per_learner:
+            self.last.update(self.algo.train())  # off-policy: until a minibatch can be drawn
 
     def iteration(self) -> tuple[int, float]:
         before = self.last.get("num_env_steps_sampled_lifetime", 0)
@@ -407,7 +411,8 @@ class _Trial:
         """``count`` gradient updates of the off-policy learner (nothing sampled or stored)."""
         learner = self.algo.learner_group._learner  # num_learners 0: the learner is in this process
         start = time.perf_counter()
-        learner.lean_update(None, count)
+        if not learner.lean_update(None, count):  # {}: it stored too little to update
+            raise RuntimeError("the replay buffer holds less than one minibatch; train longer")
         return count, time.perf_counter() - start
 
     def torch_threads(self) -> int:
