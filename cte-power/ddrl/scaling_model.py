@@ -107,17 +107,13 @@ def fit(rows: pd.DataFrame, model: str = "power") -> IterationModel:
     return IterationModel(float(learn), float(coefficients[0]), float(per_runner), 1.0, steps)
 
 
-def series_of(timings: pd.DataFrame):
-    """(algorithm, series, rows) of each algorithm's CPU-only and with-GPU timings."""
-    for (algorithm, series), rows in timings.groupby(["algorithm", "series"]):
-        yield algorithm, series, rows
-
-
 def validate(timings: pd.DataFrame, fit_max_runners: int, model: str = "power") -> pd.DataFrame:
     """Fit each series on its runs with at most ``fit_max_runners`` runners, predict the others:
     one row per predicted run with the measured and predicted time and the relative error."""
     out = []
-    for algorithm, series, rows in series_of(timings):
+    keys = [k for k in ("source", "algorithm", "series") if k in timings.columns]
+    for group, rows in timings.groupby(keys):
+        *_, algorithm, series = group  # each source's series apart (ours, the thesis's)
         train = rows[rows["num_env_runners"] <= fit_max_runners]
         test = rows[rows["num_env_runners"] > fit_max_runners]
         if test.empty:

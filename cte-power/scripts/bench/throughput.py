@@ -99,8 +99,8 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
 
 
 def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> None:
-    """Rounds of ``--updates`` gradient updates, ours and SB3's, alternating with matmuls at the
-    rate that would do one update's FLOPs in the time of ... (the limit, in updates/s)."""
+    """Rounds of ``--updates`` gradient updates, ours and SB3's, alternating with rounds of
+    matmuls, counted as the updates per second their FLOPs would allow (the limit)."""
     training = experiment.rllib["training"]
     env = environments.make_env(TOOLKIT, env_id)
     obs_dim, act_dim = (
@@ -110,7 +110,11 @@ def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> 
     gflop = benchmarks.update_flops(algorithm, obs_dim, act_dim, training) / 1e9
     width = max(training["actor_hiddens"] + training["critic_hiddens"])
     matmul = benchmarks.matmul_rate(training["train_batch_size_per_learner"], width, ours.threads)
-    limit = lambda: (lambda flops, seconds: (flops / gflop, seconds))(*matmul())  # noqa: E731
+
+    def limit() -> tuple[float, float]:
+        flops, seconds = matmul()
+        return flops / gflop, seconds
+
     rounds = benchmarks.interleave(
         {
             "limit": limit,

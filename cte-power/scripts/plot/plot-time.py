@@ -117,14 +117,15 @@ def main(argv=None) -> int:
 
 
 def parse_gpu_learn(items: list[str]) -> dict[str, float]:
+    """ALGO=SECONDS items -> {ALGO: seconds}; a one-line error for anything else."""
     seconds = {}
     for item in items:
-        name, sep, value = item.partition("=")
+        name, _, value = item.partition("=")
         try:
             seconds[name.upper()] = float(value)
         except ValueError:
-            seconds[name.upper()] = -1.0
-        if not sep or seconds[name.upper()] <= 0:
+            seconds[name.upper()] = 0.0
+        if seconds[name.upper()] <= 0:
             raise UserError(
                 f"--gpu-learn-s '{item}': expected ALGO=SECONDS with SECONDS > 0, e.g. SAC=4.1"
             )
