@@ -1,6 +1,8 @@
-"""Shared helpers: run the real train scripts as a user would, from cte-power/."""
+"""Shared helpers: run the real train scripts as a user would, from cte-power/; tiny training
+settings; reading a trial's results."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -39,3 +41,64 @@ def run_script(script: Path, *args, timeout=600, env=None, **kwargs) -> subproce
 @pytest.fixture
 def train_bullet():
     return load_script(TRAIN_BULLET)
+
+
+# Tiny versions of the shipped configs: real trainings that take seconds.
+TINY_PPO = [
+    "--config",
+    "trainings/pybullet-envs/ppo.yaml",
+    "--set",
+    "training.train_batch_size_per_learner=400",
+    "--set",
+    "training.minibatch_size=100",
+    "--set",
+    "training.num_epochs=2",
+    "--set",
+    "rl_module.model_config.fcnet_hiddens=[64,64]",
+    "--set",
+    "env_runners.num_envs_per_env_runner=1",  # exact env-step counts per iteration (tests count them)
+]
+TINY_SAC = [
+    "--config",
+    "trainings/pybullet-envs/sac.yaml",
+    "--set",
+    "training.num_steps_sampled_before_learning_starts=50",
+    "--set",
+    "training.train_batch_size_per_learner=32",
+    "--set",
+    "training.actor_hiddens=[32]",
+    "--set",
+    "training.critic_hiddens=[32]",
+    "--set",
+    "reporting.min_sample_timesteps_per_iteration=40",
+    "--set",
+    "reporting.min_time_s_per_iteration=0",
+]
+
+TINY_TD3 = [
+    "--config",
+    "trainings/pybullet-envs/td3.yaml",
+    "--set",
+    "training.num_steps_sampled_before_learning_starts=64",
+    "--set",
+    "training.actor_hiddens=[32]",
+    "--set",
+    "training.critic_hiddens=[32]",
+    "--set",
+    "reporting.min_sample_timesteps_per_iteration=128",
+]
+
+
+def results_of(trial_dir: Path) -> list[dict]:
+    """result.json: one JSON object per iteration (robust where progress.csv's columns shift)."""
+    return [
+        json.loads(line)
+        for line in (trial_dir / "result.json").read_text().splitlines()
+        if line.strip()
+    ]
+
+
+def only_trial(experiment: Path) -> Path:
+    trials = [p for p in experiment.iterdir() if p.is_dir()]
+    assert len(trials) == 1, trials
+    return trials[0]

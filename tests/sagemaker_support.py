@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sagemaker_rl.contract import Contract, container_environment, write_contract
+from sagemaker_offline.contract_writer import container_environment, write_contract
+from sagemaker_rl.contract import Contract
 
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / "aws-sagemaker" / "rl-ray-pybullet"

@@ -1,17 +1,22 @@
 """ddrl: the shared training core of the repository.
 
-One module per responsibility, used alike by the CTE-POWER train scripts, the Slurm jobs and
-the SageMaker entry points:
+Used alike by the CTE-POWER train scripts, the Slurm jobs and the SageMaker entry points. The
+folders follow one training run:
 
-- ``errors``: the one exception type that carries a user-facing message;
-- ``paths``: where the repository keeps configs and results;
-- ``environments``: toolkit -> environment creators, registered with Ray Tune;
-- ``algorithms``: algorithm name -> RLlib Algorithm class;
-- ``config``: YAML experiment files, ``--set`` overrides, validation, RLlib config building;
-- ``resources``: what an experiment needs and what Slurm / the machine / the cluster grants;
-- ``ray_runtime``: attaching to or starting Ray;
-- ``training``: running (and resuming) an experiment with Ray Tune;
-- ``cli``: the command line shared by the per-toolkit train scripts.
+- ``pipeline``: experiment (YAML, ``--set``, the schema; pure data) -> validation -> resources
+  -> RLlib config -> Ray -> training with Tune -> results;
+- ``algorithms``: the algorithm registry and our SAC, TD3/DDPG and PPO with their shared
+  off-policy step, replay buffer and networks;
+- ``envs``: the toolkits' environment creators, the old-gym layer, batched actions, Unity;
+- ``analysis``: summaries, search tables, scaling and cost models, plots;
+- ``bench``: throughput and learning benchmarks against Stable-Baselines3;
+- ``rendering``: videos and frame strips of trained agents;
+- ``cli`` (the train and render scripts' command line), ``ray_cluster`` (the multi-node
+  launcher), ``paths`` and ``errors``.
 """
+
+from ddrl import moved_modules
+
+moved_modules.install()  # experiments and checkpoints made before the folders still load
 
 __version__ = "0.1.0"

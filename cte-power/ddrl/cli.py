@@ -7,8 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from ddrl import paths, resources, results
+from ddrl import paths
 from ddrl.errors import UserError
+from ddrl.pipeline import resources, results
 
 
 def report_errors(main):
@@ -93,11 +94,12 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     """
     import json
 
-    from ddrl.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
-    from ddrl import config, environments, training
-    from ddrl.experiment import dump_yaml
+    from ddrl.envs import toolkits
+    from ddrl.pipeline import training, validation
+    from ddrl.pipeline.experiment import dump_yaml
 
     overrides = [
         f"environment.env_config.{k}={json.dumps(v)}"
@@ -107,8 +109,10 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     overrides += list(args.overrides)
     if args.num_samples is not None:
         overrides.append(f"tune.num_samples={args.num_samples}")
-    experiment = config.load_experiment(paths.resolve_config_path(args.config), toolkit, overrides)
-    environments.check_experiment(experiment, launch=not args.dry_run)
+    experiment = validation.load_experiment(
+        paths.resolve_config_path(args.config), toolkit, overrides
+    )
+    toolkits.prepare_experiment(experiment, launch=not args.dry_run)
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
     paths.check_writable_dir(results_dir, "--results-dir")
     if args.name is not None:
@@ -122,7 +126,7 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     path = _experiment_path(results_dir, experiment, args, training)
     training.check_can_start(path, experiment, args.resume)
     needed = resources.required_per_trial(experiment)
-    from ddrl import ray_runtime
+    from ddrl.pipeline import ray_runtime
 
     granted = None if ray_runtime.attaching() else resources.available()
     if granted:
@@ -242,7 +246,7 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
 @report_errors
 def run_render(toolkit: str, args: argparse.Namespace) -> int:
     """Find the checkpoint, check everything, then load the policy and record the video."""
-    from ddrl.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
     from ddrl import rendering

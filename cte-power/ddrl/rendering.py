@@ -17,9 +17,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ddrl import environments, paths, results
+from ddrl import paths
+from ddrl.envs import toolkits
 from ddrl.errors import UserError
-from ddrl.results import EXPERIMENT_FILE
+from ddrl.pipeline import results
+from ddrl.pipeline.results import EXPERIMENT_FILE
 
 CHECKPOINT_MARKER = "rllib_checkpoint.json"
 
@@ -147,7 +149,7 @@ def check_toolkit(info: RunInfo, toolkit: str) -> None:
             f"{info.checkpoint} was trained on the '{info.toolkit}' toolkit ({info.env}), not '{toolkit}'. "
             f"Render it with scripts/render/render-{_render_suffix(info.toolkit)}.py."
         )
-    environments.check_env_id(toolkit, info.env)
+    toolkits.check_env_id(toolkit, info.env)
 
 
 def _render_suffix(toolkit: str) -> str:
@@ -225,12 +227,10 @@ class Policy:
 def make_render_env(toolkit: str, env_id: str, env_config: dict, width: int, height: int):
     kwargs = dict(env_config)
     kwargs["render_mode"] = "rgb_array"
-    if toolkit == "gym" and "mujoco" in str(
-        environments.get_toolkit(toolkit).spec(env_id).entry_point
-    ):
+    if toolkit == "gym" and "mujoco" in str(toolkits.get_toolkit(toolkit).spec(env_id).entry_point):
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless; osmesa also works
         kwargs.update(width=width, height=height)
-    env = environments.make_env(toolkit, env_id, kwargs)
+    env = toolkits.make_env(toolkit, env_id, kwargs)
     unwrapped = env.unwrapped
     while not hasattr(unwrapped, "_render_width") and hasattr(
         unwrapped, "env"

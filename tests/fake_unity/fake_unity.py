@@ -41,7 +41,7 @@ import uuid
 
 import numpy as np
 
-from ddrl import mlagents_protobuf
+from ddrl.envs import mlagents_protobuf
 
 API_VERSION = "1.5.0"
 PACKAGE_VERSION = "2.3.0-exp.3"  # the com.unity.ml-agents release that speaks API 1.5.0
@@ -52,7 +52,7 @@ REACHED = 0.05
 BEHAVIOUR_NAMES = {"continuous": "MoveToTarget?team=0", "discrete": "MoveToTargetDiscrete?team=0"}
 
 
-mlagents_protobuf.install()  # mlagents' messages under the installed protobuf (as ddrl.unity does)
+mlagents_protobuf.install()  # mlagents' messages under the installed protobuf (as ddrl.envs.unity does)
 
 import grpc  # noqa: E402
 from mlagents_envs.communicator_objects.agent_info_pb2 import AgentInfoProto  # noqa: E402

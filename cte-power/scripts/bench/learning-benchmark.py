@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from ddrl import cli, paths
-from ddrl import learning_bench as lb
+from ddrl.bench import learning as lb
+from ddrl.bench import sb3
 from ddrl.errors import UserError
 
 SCRIPT = Path(__file__).resolve()
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # a child process: one run
     args = parser.parse_args(argv)
-    from ddrl.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
     for name in ("jobs", "eval_every", "eval_episodes"):
@@ -223,11 +224,11 @@ def main(argv=None) -> int:
         report(args.output_dir, thresholds, args.figures_dir)
         return 0
     if "sb3" in args.systems:
-        lb.require_sb3()  # now, not in every child
-    from ddrl import environments
+        sb3.require_sb3()  # now, not in every child
+    from ddrl.envs import toolkits
 
     for env in args.envs:
-        environments.check_env_id(lb.TOOLKIT, env)
+        toolkits.check_env_id(lb.TOOLKIT, env)
     runs = [
         lb.Run(system, algorithm, env, seed, budgets[algorithm])
         for algorithm in args.algorithms

@@ -19,7 +19,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ddrl import config, environments, paths, ray_runtime, resources
+from ddrl import paths
+from ddrl.envs import toolkits
+from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
 
 TOOLKIT = "pybullet-envs"
 SAC_FILE = paths.TRAININGS_DIR / TOOLKIT / "sac-inverted-double-pendulum.yaml"
@@ -74,9 +76,9 @@ def ppo_pair(raw_sac: dict) -> dict:
 
 
 def train_for(raw: dict, env_steps: int, progress) -> dict:
-    experiment = config.validate(raw, TOOLKIT)
-    environments.register_env(TOOLKIT, experiment.env)
-    algo = config.build_algorithm_config(experiment).build_algo()
+    experiment = validation.validate(raw, TOOLKIT)
+    toolkits.register_env(TOOLKIT, experiment.env)
+    algo = rllib_config.build_algorithm_config(experiment).build_algo()
     start, steps, result = time.perf_counter(), 0, {}
     try:
         while steps < env_steps:

@@ -8,7 +8,7 @@ Measures, in one run, each figure alternating with what it is judged against, ro
 - SAC/TD3, the gradient update alone: ours and SB3's against the FLOP limit, the matmul FLOPs
   of one update at this machine's measured matmul rate on the learner's threads (target 70%);
 - the peak memory of the largest process; with --reference, our old plain-PyTorch loops.
-Each ratio is the median of the per-round ratios (see ddrl.benchmarks).
+Each ratio is the median of the per-round ratios (see ddrl.bench.throughput).
 
 Needs the benchmark requirements:  pip install -r scripts/bench/requirements-bench.txt
 
@@ -26,7 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ddrl import benchmarks, cli, config, environments, paths, ray_runtime, resources
+from ddrl import cli, paths
+from ddrl.bench import throughput
+from ddrl.envs import toolkits
+from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
 
 TOOLKIT = "pybullet-envs"
 CONFIGS = {"PPO": "ppo.yaml", "SAC": "sac.yaml", "TD3": "td3.yaml"}
@@ -42,7 +45,7 @@ MEMORY_LIMIT_MIB = 2048
 
 def load(algorithm: str, overrides=()):
     path = paths.TRAININGS_DIR / TOOLKIT / CONFIGS[algorithm]
-    return config.load_experiment(
+    return validation.load_experiment(
         path, TOOLKIT, [*(LEARN_NOW if algorithm != "PPO" else []), *NO_EVALUATION, *overrides]
     )
 
@@ -54,14 +57,14 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
     round_steps = (
         training["train_batch_size_per_learner"]
         if algorithm == "PPO"
-        else config.build_algorithm_config(experiment).min_sample_timesteps_per_iteration
+        else rllib_config.build_algorithm_config(experiment).min_sample_timesteps_per_iteration
     )
-    with benchmarks.PeakMemory() as memory, benchmarks.our_training(experiment) as ours:
-        peer = benchmarks.sb3_training(experiment, round_steps)
+    with throughput.PeakMemory() as memory, throughput.our_training(experiment) as ours:
+        peer = throughput.sb3_training(experiment, round_steps)
         workloads = {"sb3": peer, "ours": ours}
         if args.reference:
             workloads["reference"] = reference_loop(algorithm, experiment, env_id, envs, args)
-        rounds = benchmarks.interleave(workloads, args.rounds)
+        rounds = throughput.interleave(workloads, args.rounds)
         record(
             f"{algorithm} Stable-Baselines3 as installed ({peer.threads} torch threads)",
             rounds,
@@ -102,20 +105,20 @@ def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> 
     """Rounds of ``--updates`` gradient updates, ours and SB3's, alternating with rounds of
     matmuls, counted as the updates per second their FLOPs would allow (the limit)."""
     training = experiment.rllib["training"]
-    env = environments.make_env(TOOLKIT, env_id)
+    env = toolkits.make_env(TOOLKIT, env_id)
     obs_dim, act_dim = (
         int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
     )
     env.close()
-    gflop = benchmarks.update_flops(algorithm, obs_dim, act_dim, training) / 1e9
+    gflop = throughput.update_flops(algorithm, obs_dim, act_dim, training) / 1e9
     width = max(training["actor_hiddens"] + training["critic_hiddens"])
-    matmul = benchmarks.matmul_rate(training["train_batch_size_per_learner"], width, ours.threads)
+    matmul = throughput.matmul_rate(training["train_batch_size_per_learner"], width, ours.threads)
 
     def limit() -> tuple[float, float]:
         flops, seconds = matmul()
         return flops / gflop, seconds
 
-    rounds = benchmarks.interleave(
+    rounds = throughput.interleave(
         {
             "limit": limit,
             "ours": lambda: ours.updates(args.updates),
@@ -157,7 +160,7 @@ def reference_loop(algorithm, experiment, env_id, envs, args):
     training = experiment.rllib["training"]
     if algorithm == "PPO":
         model = experiment.rllib.get("rl_module", {}).get("model_config", {})
-        return benchmarks.reference_ppo(
+        return throughput.reference_ppo(
             TOOLKIT,
             env_id,
             training,
@@ -165,7 +168,7 @@ def reference_loop(algorithm, experiment, env_id, envs, args):
             model.get("fcnet_activation", "tanh"),
             envs,
         )
-    return benchmarks.reference_offpolicy(
+    return throughput.reference_offpolicy(
         TOOLKIT, env_id, algorithm, training, args.reference_steps
     )
 
@@ -262,9 +265,9 @@ def main(argv=None) -> int:
         "PPO", args.overrides if "PPO" in args.algorithms else []
     )  # --set is for the measured algorithms
     envs = ppo.rllib.get("env_runners", {}).get("num_envs_per_env_runner", 1)
-    raw_one, raw_many = (benchmarks.raw_env(TOOLKIT, env_id, args.seconds, n) for n in (1, envs))
-    with benchmarks.env_runner_sampling(ppo, args.sampling_steps) as sampling:
-        rounds = benchmarks.interleave(
+    raw_one, raw_many = (throughput.raw_env(TOOLKIT, env_id, args.seconds, n) for n in (1, envs))
+    with throughput.env_runner_sampling(ppo, args.sampling_steps) as sampling:
+        rounds = throughput.interleave(
             {"raw 1": raw_one, "raw many": raw_many, "sampling": sampling}, args.sampling_rounds
         )
     raw_one.close(), raw_many.close()

@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths, plotting, scaling, summaries
+from ddrl import cli, paths
+from ddrl.analysis import plotting, scaling, summaries
 
 
 @cli.report_errors

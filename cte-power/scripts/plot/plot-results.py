@@ -9,7 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths, plotting, summaries
+from ddrl import cli, paths
+from ddrl.analysis import plotting, summaries
 
 
 @cli.report_errors

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddrl import cli, paths, plotting, search_results
+from ddrl import cli, paths
+from ddrl.analysis import plotting, search_results
 from ddrl.errors import UserError
 
 

@@ -2,7 +2,7 @@
 (CPU only and with GPU as separate series, log-log, with the ideal linear speed-up), and write the
 speed-up tables in Markdown and LaTeX. Points are joined, not fitted.
 
-With --predict N, also fit a scaling model (ddrl.scaling_model) to each series and draw its
+With --predict N, also fit a scaling model (ddrl.analysis.scaling_model) to each series and draw its
 predicted iteration time, speed-up and cost per million env steps up to N env runners, with a
 GPU learner too where --gpu-learn-s gives its learning time. With --validate K, fit each series
 on its runs with at most K runners, predict the others and print the errors.
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddrl import cli, paths, plotting, scaling, scaling_model, summaries
+from ddrl import cli, paths
+from ddrl.analysis import plotting, scaling, scaling_model, summaries
 from ddrl.errors import UserError
 
 THESIS_CSV = paths.CTE_POWER_DIR / "results" / "humanoid" / "thesis-humanoid-iteration-times.csv"

@@ -14,7 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths, search_results, summaries
+from ddrl import cli, paths
+from ddrl.analysis import search_results, summaries
 
 
 @cli.report_errors

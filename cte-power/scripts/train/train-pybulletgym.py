@@ -2,7 +2,7 @@
 
 pybulletgym is not on PyPI and speaks the old gym API; install it as the README says
 (pip install gym==0.26.2, then pip install -e a clone of github.com/benelot/pybullet-gym).
-Its environments reach RLlib through our Gymnasium compatibility layer (ddrl.old_gym).
+Its environments reach RLlib through our Gymnasium compatibility layer (ddrl.envs.old_gym).
 Run from cte-power/. Results go to results/pybulletgym/<experiment>/. Bad input exits with code 2.
 """
 

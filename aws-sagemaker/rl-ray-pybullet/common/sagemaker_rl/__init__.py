@@ -8,6 +8,8 @@
 - ``callbacks``: #metrics lines and videos at checkpoints; ``metrics``: the regexes for them;
 - ``artifacts``: the model artifact (policy + experiment config); ``video``: record a policy;
 - ``evaluate``: the evaluation job; ``serve``: an inference server for a SageMaker endpoint;
-- ``local_mode``: run a job created through the SageMaker API on this machine (no Docker);
 - ``pipeline``: the notebook's helpers (source staging, image, costs, metrics plot, videos).
+
+The offline stand-ins (local mode, the contract writer, the moto server) are not here but in
+``sagemaker_offline`` (``../offline``), which the image leaves out.
 """

@@ -22,9 +22,9 @@ import shutil
 import time
 from pathlib import Path
 
-from ddrl import results
 from ddrl.errors import UserError
-from ddrl.results import EXPERIMENT_FILE
+from ddrl.pipeline import results
+from ddrl.pipeline.results import EXPERIMENT_FILE
 
 MODEL_FILE = "model.json"
 #: What of an RLlib checkpoint the policy needs (relative paths); see ddrl.rendering.Policy.

@@ -23,8 +23,8 @@ import os
 import time
 from pathlib import Path
 
+from ddrl.pipeline.ray_runtime import default_temp_dir
 from ddrl.ray_cluster import RayNode, port_open
-from ddrl.ray_runtime import default_temp_dir
 
 #: Custom resource of the head node; the trial's main process asks for a little of it, so the
 #: driver-side Algorithm (and with it Tune's checkpoints) stays on the host whose

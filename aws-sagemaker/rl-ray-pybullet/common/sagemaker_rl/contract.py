@@ -14,7 +14,8 @@ SageMaker starts the container with this layout under ``/opt/ml`` (the *base* fo
 
 and the SDK's container driver exports ``SM_*`` variables (``SM_NUM_CPUS``, ``SM_NUM_GPUS``,
 ``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SM_HPS``...). ``DDRL_SM_BASE_DIR`` moves the base folder
-(tests and local mode lay the same tree out anywhere); :func:`write_contract` lays it out.
+(tests and local mode lay the same tree out anywhere, with
+``sagemaker_offline.contract_writer``).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Contract:
                     f"{path} does not exist: this entry point runs inside a SageMaker training "
                     f"container (or a local reproduction of one). Start it with a SageMaker job "
                     f"(humanoid-pipeline.ipynb), or lay out the contract with "
-                    f"sagemaker_rl.contract.write_contract() and set {BASE_DIR_VARIABLE} to its folder."
+                    f"sagemaker_offline.contract_writer.write_contract() and set {BASE_DIR_VARIABLE} to its folder."
                 )
 
     def _read_json(self, path: Path) -> dict:
@@ -232,109 +233,3 @@ def resolve_host(host: str, environ: dict | None = None) -> str:
             f"with {HOST_IPS_VARIABLE}=algo-1=127.0.0.2,algo-2=127.0.0.3."
         ),
     )
-
-
-# ---------------------------------------------------------------------------------- writing
-def write_contract(
-    base: str | os.PathLike,
-    hyperparameters: dict,
-    hosts: list[str] = ("algo-1",),
-    current_host: str = "algo-1",
-    instance_type: str = "ml.c5.4xlarge",
-    channels: dict[str, str | os.PathLike | None] | None = None,
-) -> Contract:
-    """Lay out a training container's folders and config files under ``base``, as SageMaker does.
-
-    ``hyperparameters`` values are stored as strings (JSON for non-strings), as the API stores
-    them. ``channels`` maps a channel name to a folder to copy into ``input/data/<name>`` (or None).
-    """
-    import shutil
-
-    contract = Contract(Path(base))
-    contract.config_dir.mkdir(parents=True, exist_ok=True)
-    as_strings = {
-        str(k): v if isinstance(v, str) else json.dumps(v) for k, v in hyperparameters.items()
-    }
-    contract.hyperparameters_file.write_text(json.dumps(as_strings, indent=2))
-    hosts = list(hosts)
-    contract.resource_config_file.write_text(
-        json.dumps(
-            {
-                "current_host": current_host,
-                "current_instance_type": instance_type,
-                "current_group_name": "homogeneousCluster",
-                "hosts": hosts,
-                "instance_groups": [
-                    {
-                        "instance_group_name": "homogeneousCluster",
-                        "instance_type": instance_type,
-                        "hosts": hosts,
-                    }
-                ],
-                "network_interface_name": "eth0",
-            },
-            indent=2,
-        )
-    )
-    channels = channels or {}
-    contract.input_data_config_file.write_text(
-        json.dumps(
-            {
-                name: {
-                    "TrainingInputMode": "File",
-                    "S3DistributionType": "FullyReplicated",
-                    "RecordWrapperType": "None",
-                }
-                for name in channels
-            },
-            indent=2,
-        )
-    )
-    for name, source in channels.items():
-        target = contract.channel_dir(name)
-        target.mkdir(parents=True, exist_ok=True)
-        if source is not None:
-            source = Path(source)
-            if source.is_dir():
-                shutil.copytree(source, target, dirs_exist_ok=True)
-            else:
-                shutil.copy2(source, target / source.name)
-    for folder in (
-        contract.model_dir,
-        contract.checkpoints_dir,
-        contract.intermediate_dir,
-        contract.output_data_dir,
-    ):
-        folder.mkdir(parents=True, exist_ok=True)
-    return contract
-
-
-def container_environment(
-    contract: Contract, num_cpus: int | None = None, num_gpus: int | None = None
-) -> dict[str, str]:
-    """The SM_* variables the SDK's container driver exports, for the contract at ``contract.base``."""
-    config = contract.resource_config()
-    hosts = contract.hosts
-    hps = contract.hyperparameters()
-    env = {
-        BASE_DIR_VARIABLE: str(contract.base),
-        "SM_MODEL_DIR": str(contract.model_dir),
-        "SM_INPUT_DIR": str(contract.base / "input"),
-        "SM_INPUT_CONFIG_DIR": str(contract.config_dir),
-        "SM_OUTPUT_DIR": str(contract.output_dir),
-        "SM_OUTPUT_DATA_DIR": str(contract.output_data_dir),
-        "SM_OUTPUT_INTERMEDIATE_DIR": str(contract.intermediate_dir),
-        "SM_CHECKPOINT_DIR": str(contract.checkpoints_dir),
-        "SM_CURRENT_HOST": config["current_host"],
-        "SM_CURRENT_INSTANCE_TYPE": config.get("current_instance_type", "local"),
-        "SM_HOSTS": json.dumps(hosts),
-        "SM_HOST_COUNT": str(len(hosts)),
-        "SM_CURRENT_HOST_RANK": str(hosts.index(config["current_host"])),
-        "SM_NUM_CPUS": str(num_cpus if num_cpus is not None else len(os.sched_getaffinity(0))),
-        "SM_NUM_GPUS": str(num_gpus if num_gpus is not None else 0),
-        "SM_HPS": json.dumps(hps),
-        "SM_RESOURCE_CONFIG": json.dumps(config),
-    }
-    for name, value in hps.items():
-        env[f"SM_HP_{name.replace('-', '_').upper()}"] = value
-    return env

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from ddrl import results
+from ddrl.pipeline import results
 
 TRAINING_PREFIX = "#metrics"
 EVAL_PREFIX = "#eval"

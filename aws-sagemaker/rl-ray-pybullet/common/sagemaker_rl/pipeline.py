@@ -1,13 +1,12 @@
-"""The notebook's helpers: parameters, offline AWS, source staging, image, jobs, metrics, videos, costs.
+"""The notebook's helpers: parameters, source staging, image, jobs, metrics, videos, costs.
 
 ``humanoid-pipeline.ipynb`` keeps its cells short by calling these; each works the same against
-real AWS and against the local moto server of ``mode="local"``.
+real AWS and against the offline moto server of ``mode="local"`` (``sagemaker_offline``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import subprocess
@@ -15,11 +14,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker.core.s3.utils import parse_s3_url
+
+from ddrl.analysis.prices import INSTANCE_PRICES, SPOT_SAVING
 from ddrl.errors import UserError
-from ddrl.prices import INSTANCE_PRICES, SPOT_SAVING
 from sagemaker_rl import metrics
 from sagemaker_rl.contract import GPU_FAMILIES
-from sagemaker_rl.local_mode import LOG_GROUP, split_s3_uri
+
+#: CloudWatch Logs group of training jobs (the notebook reads metrics and logs from it).
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 PIPELINE_DIR = Path(__file__).resolve().parents[2]  # aws-sagemaker/rl-ray-pybullet
 REPO_DIR = PIPELINE_DIR.parents[1]
@@ -68,56 +71,6 @@ class Parameters:
     @property
     def gpu(self) -> bool:
         return self.instance_type.startswith(GPU_FAMILIES)
-
-
-# ------------------------------------------------------------------------------- offline AWS
-def start_offline_aws(region: str):
-    """Start a moto server on a free local port and point every AWS client of this process at it.
-
-    Returns the server (``.stop()`` it at the end), or None if ``AWS_ENDPOINT_URL`` already names one.
-    """
-    if os.environ.get("AWS_ENDPOINT_URL"):
-        return None
-    quiet_offline_server()
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    use_offline_credentials(f"http://{host}:{port}", region)
-    return server
-
-
-#: where the offline server's own log goes (its HTTP access lines, and the tracebacks of calls it
-#: does not implement, such as iam:SimulatePrincipalPolicy), instead of the notebook's cells
-OFFLINE_SERVER_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "ddrl-offline-aws.log"
-
-
-def quiet_offline_server() -> None:
-    """Send the stand-in server's log (werkzeug, moto) to OFFLINE_SERVER_LOG only."""
-    import logging
-
-    handler = logging.FileHandler(OFFLINE_SERVER_LOG)
-    for name in ("werkzeug", "moto"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.propagate = False
-
-
-def use_offline_credentials(endpoint: str, region: str) -> None:
-    os.environ.update(
-        {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_DEFAULT_REGION": region,
-            "AWS_REGION": region,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            # the SDK validates the role with iam:SimulatePrincipalPolicy, which moto lacks
-            "SAGEMAKER_VALIDATE_ROLE": "false",
-        }
-    )
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    os.environ.pop("AWS_PROFILE", None)
 
 
 def ensure_bucket(s3, bucket: str, region: str) -> str:
@@ -282,7 +235,7 @@ def stage_source(destination: Path) -> Path:
 
 
 def upload_folder(s3, folder: Path, uri: str) -> list[str]:
-    bucket, prefix = split_s3_uri(uri)
+    bucket, prefix = parse_s3_url(uri)
     keys = []
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file():
@@ -412,7 +365,7 @@ def plot_metrics(frame, title: str, path: Path | None = None):
 
 def newest_video(s3, output_path: str, job_name: str, destination: Path) -> Path | None:
     """Download the most recent MP4 under the job's output/intermediate/videos/ (None if none yet)."""
-    bucket, prefix = split_s3_uri(
+    bucket, prefix = parse_s3_url(
         f"{output_path.rstrip('/')}/{job_name}/output/intermediate/videos/"
     )
     objects = []
@@ -434,7 +387,7 @@ def newest_video(s3, output_path: str, job_name: str, destination: Path) -> Path
 def download_model(s3, model_uri: str, destination: Path) -> Path:
     import tarfile
 
-    bucket, key = split_s3_uri(model_uri)
+    bucket, key = parse_s3_url(model_uri)
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
     tarball = destination / "model.tar.gz"

@@ -4,14 +4,14 @@ What an entry point (``src/train-humanoid-*.py``) calls. On every host of the jo
 
 1. reads the training-container contract (:mod:`sagemaker_rl.contract`): hyperparameters,
    hosts, the instance's CPUs/GPUs; hyperparameters become the ``--set`` overrides and options
-   of :mod:`sagemaker_rl.hyperparameters` and the experiment is validated by ``ddrl.config``
+   of :mod:`sagemaker_rl.hyperparameters` and the experiment is validated by ``ddrl.pipeline.rllib_config``
    exactly as on the cluster (bad input: one ``error:`` line, exit 2, written to
    ``/opt/ml/output/failure`` so that it is the job's FailureReason);
 2. starts Ray sized to the instance: one host, a local Ray with its CPUs/GPUs; several hosts, a
    Ray head on ``algo-1`` that the others join (:mod:`sagemaker_rl.cluster`, token auth on);
    heterogeneous scaling, a secondary job's hosts join the primary's head found through S3
    (:mod:`sagemaker_rl.rendezvous`);
-3. on the head, runs ``ddrl.training.run`` with Tune's results in ``/opt/ml/checkpoints/<name>``
+3. on the head, runs ``ddrl.pipeline.training.run`` with Tune's results in ``/opt/ml/checkpoints/<name>``
    (SageMaker syncs that folder with the job's checkpoint S3 URI and puts it back when a spot job
    restarts, so a restarted job resumes from its newest checkpoint), printing ``#metrics`` lines
    for the metric definitions and recording a video at checkpoints into
@@ -44,7 +44,7 @@ def main(
     default_config: str, name: str, toolkit: str = TOOLKIT, argv: list[str] | None = None
 ) -> int:
     """Entry point body: returns the process exit code (2 for bad input)."""
-    from ddrl.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
 
     quiet_rllib_notices()
     register_for_stop_signal()
@@ -118,7 +118,7 @@ class Launcher:
         return paths.resolve_config_path(config)
 
     def load_experiment(self):
-        from ddrl import config, resources
+        from ddrl.pipeline import resources, validation
 
         overrides = list(self.overrides)
         if self.multi_node:
@@ -135,7 +135,7 @@ class Launcher:
                     "heterogeneous scaling give the number of env runners explicitly."
                 )
             overrides = [o for o in overrides if o not in auto]
-            probe = config.load_experiment(
+            probe = validation.load_experiment(
                 self.config_path, self.toolkit, overrides + ["env_runners.num_env_runners=0"]
             )
             driver = resources.required_per_trial(probe)
@@ -148,7 +148,7 @@ class Launcher:
                 f"{driver.cpus:g} for the driver and learners)"
             )
             overrides.append(f"env_runners.num_env_runners={runners}")
-        return config.load_experiment(self.config_path, self.toolkit, overrides)
+        return validation.load_experiment(self.config_path, self.toolkit, overrides)
 
     # --------------------------------------------------------------------------------- run
     def run(self) -> int:
@@ -206,7 +206,7 @@ class Launcher:
         }
 
     def run_driver(self, experiment) -> int:
-        from ddrl import ray_runtime, resources, training
+        from ddrl.pipeline import ray_runtime, resources, training
         from sagemaker_rl import artifacts, callbacks
 
         path = self.contract.checkpoints_dir / self.name
@@ -303,7 +303,8 @@ class Launcher:
 
     # ---------------------------------------------------------------------------- cluster
     def _start_head(self, needed):
-        from ddrl import ray_cluster, ray_runtime, resources
+        from ddrl import ray_cluster
+        from ddrl.pipeline import ray_runtime, resources
         from sagemaker_rl import cluster
 
         token, source = cluster.auth_token(
@@ -346,7 +347,7 @@ class Launcher:
         return node
 
     def _stop_head(self, node, status: str) -> None:
-        from ddrl import ray_runtime
+        from ddrl.pipeline import ray_runtime
         from sagemaker_rl import cluster
 
         try:

@@ -24,13 +24,14 @@ import numpy as np
 
 class PolicyServer:
     def __init__(self, model_dir: Path):
-        from ddrl import environments, rendering
+        from ddrl import rendering
+        from ddrl.envs import toolkits
         from sagemaker_rl.artifacts import find_model
 
         model_dir = find_model(Path(model_dir))
         self.info = rendering.locate(model_dir, "pybullet-envs", model_dir)
         self.policy = rendering.Policy(self.info.checkpoint)
-        spec_env = environments.make_env(
+        spec_env = toolkits.make_env(
             self.info.toolkit or "pybullet-envs", self.info.env, self.info.env_config
         )
         self.observation_space, self.action_space = (

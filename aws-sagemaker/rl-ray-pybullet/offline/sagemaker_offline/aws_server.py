@@ -1,0 +1,56 @@
+"""An offline AWS for the notebook's ``local`` mode and the tests: a moto server on a free local
+port, every AWS client of this process pointed at it, its own log kept out of the cells."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def start_offline_aws(region: str):
+    """Start a moto server on a free local port and point every AWS client of this process at it.
+
+    Returns the server (``.stop()`` it at the end), or None if ``AWS_ENDPOINT_URL`` already names one.
+    """
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return None
+    quiet_offline_server()
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    use_offline_credentials(f"http://{host}:{port}", region)
+    return server
+
+
+#: where the offline server's own log goes (its HTTP access lines, and the tracebacks of calls it
+#: does not implement, such as iam:SimulatePrincipalPolicy), instead of the notebook's cells
+OFFLINE_SERVER_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "ddrl-offline-aws.log"
+
+
+def quiet_offline_server() -> None:
+    """Send the stand-in server's log (werkzeug, moto) to OFFLINE_SERVER_LOG only."""
+    import logging
+
+    handler = logging.FileHandler(OFFLINE_SERVER_LOG)
+    for name in ("werkzeug", "moto"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+
+
+def use_offline_credentials(endpoint: str, region: str) -> None:
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_REGION": region,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            # the SDK validates the role with iam:SimulatePrincipalPolicy, which moto lacks
+            "SAGEMAKER_VALIDATE_ROLE": "false",
+        }
+    )
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)

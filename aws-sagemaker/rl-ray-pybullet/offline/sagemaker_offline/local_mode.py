@@ -1,0 +1,416 @@
+"""Local mode: run a training job that was created through the SageMaker API, on this machine.
+
+SageMaker's own local mode needs a Docker engine; moto (the offline AWS the tests and the
+notebook's ``local`` mode use) records jobs but runs nothing. This runner plays the part of
+SageMaker's instances for a job that exists in the API (``DescribeTrainingJob``), faithfully:
+
+1. lays out each host's training container under ``<work dir>/<job>/<host>/`` (the ``/opt/ml``
+   tree: config files from the job's hyperparameters and resource config, every input channel
+   downloaded from S3, ``checkpoints/`` restored from the job's checkpoint S3 URI);
+2. runs the job's own container command (``ContainerEntrypoint`` + ``ContainerArguments``: the
+   SDK's ``sm_train.sh`` driver, with ``/opt/ml`` pointed at that tree), so that the SDK's driver
+   exports ``SM_*`` variables and passes hyperparameters exactly as in the cloud; with several
+   hosts, one process per host, host names resolved to 127.0.0.2, 127.0.0.3...;
+3. while it runs, streams its output here and to CloudWatch Logs (``/aws/sagemaker/TrainingJobs``,
+   where the notebook reads metrics from), and uploads ``output/intermediate/`` and
+   ``checkpoints/`` to S3 as SageMaker does;
+4. at the end uploads ``model.tar.gz`` and ``output.tar.gz`` to ``<output path>/<job>/output/``.
+
+Each host's command runs as PID 1 of a PID namespace of its own (``unshare --pid``, when this
+machine allows it: root, or user namespaces), with the image's ``BASH_ENV``, and a stop
+(``MaxRuntimeInSeconds``) sends SIGTERM to that PID 1 only, as SageMaker does; so a stop reaches
+training only through ``sagemaker_rl.init``, as in the cloud. Elsewhere the stop signals the
+host's process group, which hides a PID 1 that forwards nothing (the run says so).
+
+What it cannot reproduce: the image itself (the job runs in this Python environment, which has
+the same pinned requirements as the image), instance sizes, and spot interruptions.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sagemaker.core.s3.utils import parse_s3_url
+
+import sagemaker_rl
+from ddrl.errors import UserError
+from sagemaker_offline.contract_writer import write_contract
+from sagemaker_rl.init import PIDFILE_VARIABLE
+from sagemaker_rl.pipeline import LOG_GROUP
+
+_KEPT_VARIABLES = {
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "USER",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "RAY_TMPDIR",
+}
+_KEPT_PREFIXES = ("AWS_", "DDRL_", "SAGEMAKER_")
+
+
+def download_prefix(s3, uri: str, target: Path) -> int:
+    """Download every object under ``uri`` (a prefix, or one object) into ``target``, as SageMaker does."""
+    bucket, prefix = parse_s3_url(uri)
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            key = obj["Key"]
+            relative = key[len(prefix) :].lstrip("/") or Path(key).name
+            if key.endswith("/"):
+                continue
+            path = target / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(path))
+            count += 1
+    return count
+
+
+class Uploader:
+    """Upload new or changed files of a folder to an S3 prefix (SageMaker's continuous uploads)."""
+
+    def __init__(self, s3, folder: Path, uri: str, skip_hidden: bool = True):
+        self.s3, self.folder, self.skip_hidden = s3, Path(folder), skip_hidden
+        self.bucket, self.prefix = parse_s3_url(uri)
+        self.seen: dict[str, tuple[float, int]] = {}
+
+    def sync(self) -> int:
+        uploaded = 0
+        if not self.folder.is_dir():
+            return 0
+        for path in sorted(self.folder.rglob("*")):
+            relative = path.relative_to(self.folder)
+            if not path.is_file() or (
+                self.skip_hidden and any(part.startswith(".") for part in relative.parts)
+            ):
+                continue
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # deleted meanwhile (Tune drops old checkpoints)
+                continue
+            key = str(relative)
+            if self.seen.get(key) == (stat.st_mtime, stat.st_size):
+                continue
+            try:
+                self.s3.upload_file(str(path), self.bucket, f"{self.prefix.rstrip('/')}/{key}")
+            except (FileNotFoundError, OSError):
+                continue
+            self.seen[key] = (stat.st_mtime, stat.st_size)
+            uploaded += 1
+        return uploaded
+
+
+class LogShipper:
+    """Lines -> CloudWatch Logs events, in batches (what SageMaker's log agent does)."""
+
+    def __init__(self, logs, stream: str):
+        self.logs, self.stream, self.events, self.lock = logs, stream, [], threading.Lock()
+        if logs is not None:
+            try:
+                logs.create_log_group(logGroupName=LOG_GROUP)
+            except logs.exceptions.ResourceAlreadyExistsException:
+                pass
+            logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
+
+    def add(self, line: str) -> None:
+        if not line.strip():  # CloudWatch takes no empty events
+            return
+        with self.lock:
+            self.events.append({"timestamp": int(time.time() * 1000), "message": line})
+
+    def flush(self) -> None:
+        if self.logs is None:
+            return
+        with self.lock:
+            events, self.events = self.events, []
+        for start in range(0, len(events), 5000):
+            self.logs.put_log_events(
+                logGroupName=LOG_GROUP,
+                logStreamName=self.stream,
+                logEvents=events[start : start + 5000],
+            )
+
+
+@dataclass
+class LocalJob:
+    name: str
+    exit_code: int
+    hosts: dict[str, Path]
+    model_artifact: str | None
+    output_artifact: str | None
+    log_file: Path
+    failure_reason: str | None = None
+    seconds: float = 0.0
+    log_streams: list[str] = field(default_factory=list)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(
+    job_name: str,
+    boto_session=None,
+    work_dir: str | os.PathLike = "local-jobs",
+    environment: dict | None = None,
+    echo=print,
+    sync_s: float = 5.0,
+    check: bool = True,
+) -> LocalJob:
+    """Run the training job ``job_name`` (already created through the SageMaker API) here."""
+    import boto3
+
+    session = boto_session or boto3.Session()
+    sm, s3 = session.client("sagemaker"), session.client("s3")
+    try:
+        logs = session.client("logs")
+    except Exception:
+        logs = None
+    desc = sm.describe_training_job(TrainingJobName=job_name)
+    spec = desc["AlgorithmSpecification"]
+    if not spec.get("ContainerEntrypoint"):
+        raise UserError(
+            f"job {job_name} has no ContainerEntrypoint: local mode runs jobs created by ModelTrainer "
+            "with a SourceCode (the SDK's container driver)."
+        )
+    resources = desc["ResourceConfig"]
+    count = int(resources.get("InstanceCount", 1))
+    hosts = [f"algo-{i + 1}" for i in range(count)]
+    output_path = desc["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+    job_output = f"{output_path}/{job_name}/output"
+    checkpoint_uri = (desc.get("CheckpointConfig") or {}).get("S3Uri")
+    root = Path(work_dir).resolve() / job_name
+    if root.exists():
+        shutil.rmtree(root)
+
+    # A container starts with a clean environment: the image's, SageMaker's and the job's. Keep
+    # from ours only what this machine needs to stand in for the image (Python, AWS, Ray's temp dir).
+    env = {
+        k: v for k, v in os.environ.items() if k in _KEPT_VARIABLES or k.startswith(_KEPT_PREFIXES)
+    }
+    env.update(desc.get("Environment") or {})
+    env.update(environment or {})
+    env.update(
+        {
+            "TRAINING_JOB_NAME": job_name,
+            "TRAINING_JOB_ARN": desc["TrainingJobArn"],
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if count > 1:
+        env.setdefault(
+            "DDRL_SM_HOST_IPS", ",".join(f"{h}=127.0.0.{i + 2}" for i, h in enumerate(hosts))
+        )
+        env.setdefault("DDRL_SM_RAY_PORT", str(_free_port()))
+        env.setdefault("DDRL_SM_RAY_AGENT_PORT", str(_free_port()))
+
+    bases: dict[str, Path] = {}
+    for host in hosts:
+        base = root / host
+        write_contract(
+            base,
+            desc.get("HyperParameters") or {},
+            hosts,
+            host,
+            resources["InstanceType"],
+            channels={c["ChannelName"]: None for c in desc.get("InputDataConfig") or []},
+        )
+        for channel in desc.get("InputDataConfig") or []:
+            source = channel["DataSource"].get("S3DataSource")
+            if source is None:
+                raise UserError(
+                    f"channel {channel['ChannelName']}: local mode reads S3 channels only."
+                )
+            download_prefix(s3, source["S3Uri"], base / "input" / "data" / channel["ChannelName"])
+        if checkpoint_uri:
+            restored = download_prefix(s3, checkpoint_uri, base / "checkpoints")
+            if restored and host == hosts[0]:
+                echo(f"[local mode] restored {restored} checkpoint file(s) from {checkpoint_uri}")
+        drivers = base / "input" / "data" / "sm_drivers"
+        for path in drivers.rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".sh", ".json"):
+                path.write_text(path.read_text().replace("/opt/ml", str(base)))
+        bases[host] = base
+
+    command = spec["ContainerEntrypoint"] + spec.get("ContainerArguments", [])
+    started = time.time()
+    log_file = root / "training.log"
+    streams = {host: f"{job_name}/{host}-{int(started)}" for host in hosts}
+    shippers = {host: LogShipper(logs, streams[host]) for host in hosts}
+    uploaders = [
+        Uploader(s3, bases[host] / "output" / "intermediate", f"{job_output}/intermediate")
+        for host in hosts
+    ]
+    if checkpoint_uri:
+        uploaders += [
+            Uploader(s3, bases[host] / "checkpoints", checkpoint_uri, skip_hidden=False)
+            for host in hosts
+        ]
+    echo(f"[local mode] job {job_name}: {count} host(s) ({resources['InstanceType']}) under {root}")
+
+    processes = {}
+    log = log_file.open("w")
+    lock = threading.Lock()
+
+    def pump(host: str, stream) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip("\n")
+            shown = f"[{host}] {line}" if count > 1 else line
+            with lock:
+                log.write(shown + "\n")
+                log.flush()
+                echo(shown)
+            shippers[host].add(line)
+
+    as_pid1 = pid_namespace_prefix()
+    if not as_pid1:
+        echo("[local mode] no PID namespaces here: a stop signals each host's process group")
+    for host in hosts:
+        host_env = {
+            **env,
+            "DDRL_SM_BASE_DIR": str(bases[host]),
+            "BASH_ENV": str(BASH_ENV_FILE),  # as the image's ENV
+            PIDFILE_VARIABLE: str(bases[host] / "ddrl-training.pid"),  # /tmp is shared here
+        }
+        processes[host] = subprocess.Popen(
+            as_pid1 + [part.replace("/opt/ml", str(bases[host])) for part in command],
+            cwd=bases[host],
+            env=host_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    pumps = [
+        threading.Thread(target=pump, args=(h, p.stdout), daemon=True) for h, p in processes.items()
+    ]
+    for thread in pumps:
+        thread.start()
+
+    max_runtime = (desc.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+    stopped = False
+    last_sync = time.time()
+    while any(p.poll() is None for p in processes.values()):
+        time.sleep(0.5)
+        if time.time() - last_sync >= sync_s:
+            for uploader in uploaders:
+                uploader.sync()
+            for shipper in shippers.values():
+                shipper.flush()
+            last_sync = time.time()
+        if max_runtime and not stopped and time.time() - started > max_runtime:
+            echo(
+                f"[local mode] MaxRuntimeInSeconds ({max_runtime}) reached: stopping the job (SIGTERM)"
+            )
+            stopped = True
+            for p in processes.values():
+                _stop(p, as_pid1)
+    for thread in pumps:
+        thread.join(timeout=10)
+    log.close()
+    for uploader in uploaders:
+        uploader.sync()
+    for shipper in shippers.values():
+        shipper.flush()
+
+    codes = {h: p.returncode for h, p in processes.items()}
+    exit_code = next((c for c in codes.values() if c), 0)
+    model_uri = _upload_tarball(
+        s3, [bases[h] / "model" for h in hosts], f"{job_output}/model.tar.gz"
+    )
+    output_uri = _upload_tarball(
+        s3, [bases[h] / "output" / "data" for h in hosts], f"{job_output}/output.tar.gz"
+    )
+    failure = None
+    if exit_code:
+        reasons = [
+            bases[h] / "output" / "failure"
+            for h in hosts
+            if (bases[h] / "output" / "failure").is_file()
+        ]
+        failure = " ".join(r.read_text().strip() for r in reasons) or f"exit codes {codes}"
+    seconds = time.time() - started
+    echo(
+        f"[local mode] job {job_name} {'completed' if not exit_code else 'FAILED'} in {seconds:.0f} s; "
+        f"model artifact {model_uri}"
+    )
+    job = LocalJob(
+        job_name,
+        exit_code,
+        bases,
+        model_uri,
+        output_uri,
+        log_file,
+        failure,
+        seconds,
+        list(streams.values()),
+    )
+    if check and exit_code:
+        raise UserError(f"local training job {job_name} failed: {failure} (log: {log_file})")
+    return job
+
+
+#: what the image sets as BASH_ENV (see the Dockerfile): it makes PID 1 sagemaker_rl.init
+BASH_ENV_FILE = Path(sagemaker_rl.__file__).resolve().parent / "bash_env.sh"
+
+
+def pid_namespace_prefix() -> list[str]:
+    """``unshare`` arguments that run a command as PID 1 of a new PID namespace (with its own
+    /proc, as a container has), or [] where this machine does not allow it."""
+    if shutil.which("unshare") is None:
+        return []
+    prefix = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+    if os.geteuid() != 0:
+        prefix.insert(1, "--map-root-user")
+    probe = subprocess.run([*prefix, "/bin/sh", "-c", "test $$ = 1"], capture_output=True)
+    return prefix if probe.returncode == 0 else []
+
+
+def _stop(process: subprocess.Popen, as_pid1: list[str]) -> None:
+    """SIGTERM as SageMaker sends it: to the host's PID 1 (inside its namespace) only."""
+    if not as_pid1:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        return
+    try:  # unshare --fork: its one child is the namespace's PID 1
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        os.kill(int(children[0]), signal.SIGTERM)
+    except (OSError, IndexError, ValueError):
+        pass
+
+
+def _upload_tarball(s3, folders: list[Path], uri: str) -> str:
+    """Tar the folders' contents together (SageMaker merges all hosts' folders) and upload."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for folder in folders:
+            if folder.is_dir():
+                for path in sorted(folder.rglob("*")):
+                    relative = path.relative_to(folder)
+                    if path.is_file() and not any(part.startswith(".") for part in relative.parts):
+                        tar.add(path, arcname=str(relative))
+    bucket, key = parse_s3_url(uri)
+    s3.put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
+    return uri

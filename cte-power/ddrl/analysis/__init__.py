@@ -1,0 +1,1 @@
+"""Analysis of finished runs: summaries, search tables, scaling and cost, plots."""

@@ -1,0 +1,1 @@
+"""Benchmarks against Stable-Baselines3 and the hardware: ``throughput`` and ``learning``."""

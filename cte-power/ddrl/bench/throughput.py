@@ -1,0 +1,624 @@
+"""Throughput measurements (``scripts/bench/throughput.py``), in env steps per second of one
+environment's steps unless said otherwise:
+- ``raw_env``: random actions in one process, nothing else, on one env or on as many envs as an
+  env runner steps in turn: the limit for sampling;
+- ``env_runner_sampling``: one RLlib env runner of a shipped config, in this process (one core);
+- ``our_training``: our training in a trial-like Ray actor (``_Trial``), one iteration a round;
+  ``.updates(n)``: n off-policy gradient updates alone;
+- ``sb3_training``: Stable-Baselines3 as installed, with our experiment's settings
+  (``sb3_model``), as many env steps a round; ``.updates(n)`` likewise;
+- ``update_flops`` and ``matmul_rate``: the FLOP limit of an off-policy update;
+- ``reference_offpolicy`` / ``reference_ppo``: our old plain-PyTorch loops (a diagnostic);
+- ``PeakMemory``: the resident memory of this process and all its descendants (Ray's workers).
+
+A measure and its limit are taken in alternating rounds (``interleave``), and their ratio is the
+median of the per-round ratios (each round against the limit rounds just before and after it),
+because the speed of a shared or virtual machine drifts: on the 2-core VM of our figures, the same
+single-threaded work runs 10-20% faster or slower from one few-second round to the next (CPU time
+moves with wall time, so it is the host, not steal time). A ratio of two figures taken minutes
+apart would measure the drift; many short, alternating rounds average it out, and the quartiles of
+the per-round ratios show what is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+import statistics
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+import psutil
+import torch
+import torch.nn.functional as F
+
+from ddrl.algorithms.networks import mlp, q_values, soft_update
+from ddrl.bench import sb3
+from ddrl.envs import toolkits
+from ddrl.pipeline import rllib_config
+from ddrl.pipeline.experiment import Experiment
+
+# --------------------------------------------------------------------------- limits
+Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps, seconds); the
+# reference loops also have .close() (their environments)
+
+
+@dataclasses.dataclass
+class Rounds:
+    """Workloads measured in alternating rounds: env steps/s of each, round by round. Every
+    workload but the last has one closing round more, so that each round of a later workload sits
+    between two rounds of an earlier one."""
+
+    rates: dict[str, list[float]]
+    totals: dict[str, tuple[int, float]]  # env steps, seconds
+
+    def rate(self, name: str) -> float:
+        """Env steps/s over all of ``name``'s rounds."""
+        steps, seconds = self.totals[name]
+        return steps / seconds
+
+    def ratios(self, name: str, limit: str) -> list[float]:
+        """``name``'s rate over ``limit``'s rate, round by round; where ``limit`` was measured just
+        before and just after a round of ``name``, over the mean of the two (cancels a steady drift)."""
+        measured, limits = self.rates[name], self.rates[limit]
+        if len(limits) == len(measured) + 1:
+            limits = [(before + after) / 2 for before, after in zip(limits, limits[1:])]
+        return [a / b for a, b in zip(measured, limits)]
+
+    def ratio(self, name: str, limit: str) -> float:
+        """The median of the per-round ratios: robust to a burst of load that slows one round."""
+        return statistics.median(self.ratios(name, limit))
+
+    def spread(self, name: str, limit: str) -> tuple[float, float]:
+        """The quartiles of the per-round ratios (how far one round's verdict can be trusted)."""
+        ratios = self.ratios(name, limit)
+        if len(ratios) < 2:
+            return ratios[0], ratios[0]
+        quartiles = statistics.quantiles(ratios, n=4)
+        return quartiles[0], quartiles[2]
+
+
+def interleave(workloads: dict[str, Workload], rounds: int) -> Rounds:
+    """Measure workloads in alternating rounds (a, b, c, a, b, c, ..., then a closing a, b)."""
+    measured = Rounds({name: [] for name in workloads}, {name: (0, 0.0) for name in workloads})
+    order = [name for _ in range(rounds) for name in workloads] + list(workloads)[:-1]
+    for name in order:
+        steps, seconds = workloads[name]()
+        measured.rates[name].append(steps / seconds)
+        total_steps, total_seconds = measured.totals[name]
+        measured.totals[name] = (total_steps + steps, total_seconds + seconds)
+    return measured
+
+
+def raw_env(toolkit: str, env_id: str, seconds: float, num_envs: int = 1) -> Workload:
+    """Random actions in one process, ``seconds`` per round. ``num_envs`` > 1: that many envs stepped
+    in turn by a Gymnasium ``SyncVectorEnv``, as an RLlib env runner steps its envs; only env steps
+    count (a sub-env's autoreset after its episode ended is not one)."""
+    import gymnasium as gym
+
+    if num_envs == 1:
+        env = toolkits.make_env(toolkit, env_id)
+    else:
+        env = gym.vector.SyncVectorEnv([lambda: toolkits.make_env(toolkit, env_id)] * num_envs)
+    env.reset(seed=0)
+    ended = np.zeros(num_envs, dtype=bool)
+
+    def run() -> tuple[int, float]:
+        nonlocal ended
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if num_envs == 1:
+                steps += 1
+                if terminated or truncated:
+                    env.reset()
+            else:
+                steps += num_envs - int(ended.sum())
+                ended = terminated | truncated
+        return steps, time.perf_counter() - start
+
+    run.close = env.close
+    return run
+
+
+@contextlib.contextmanager
+def env_runner_sampling(experiment: Experiment, steps: int = 1000):
+    """One env runner built from ``experiment`` (its envs per runner, its policy) in this process,
+    with one torch thread as in an env runner process; one round is one ``sample()`` call of
+    ``steps`` env steps (short rounds: see ``interleave``)."""
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    toolkits.register_env(experiment.toolkit, experiment.env)
+    runner = SingleAgentEnvRunner(
+        config=rllib_config.build_algorithm_config(experiment), worker_index=1
+    )
+    threads = torch.get_num_threads()
+
+    def run() -> tuple[int, float]:
+        torch.set_num_threads(1)  # Ray sets OMP_NUM_THREADS=1 in a 1-CPU env runner
+        try:
+            start = time.perf_counter()
+            sampled = sum(len(e) for e in runner.sample(num_timesteps=steps))
+            return sampled, time.perf_counter() - start
+        finally:
+            torch.set_num_threads(threads)
+
+    try:
+        runner.sample(num_timesteps=200)  # warm-up: env resets, first forward passes
+        yield run
+    finally:
+        runner.stop()
+
+
+class _Obs:
+    """One env in one process, observations as float tensors (for the reference loops)."""
+
+    def __init__(self, toolkit: str, env_id: str):
+        self.env = toolkits.make_env(toolkit, env_id)
+        self.obs_dim = int(np.prod(self.env.observation_space.shape))
+        self.act_dim = int(np.prod(self.env.action_space.shape))
+        low, high = self.env.action_space.low, self.env.action_space.high
+        self.scale, self.offset = (high - low) / 2, (high + low) / 2
+        self.obs, _ = self.env.reset(seed=0)
+
+    def step(self, action: np.ndarray):
+        """Step with an action in [-1, 1]; returns (obs, next_obs, reward, terminated)."""
+        obs = self.obs
+        next_obs, reward, terminated, truncated, _ = self.env.step(
+            action * self.scale + self.offset
+        )
+        self.obs = self.env.reset()[0] if (terminated or truncated) else next_obs
+        return obs, next_obs, float(reward), float(terminated)
+
+    def tensor(self) -> torch.Tensor:
+        return torch.as_tensor(self.obs, dtype=torch.float32).reshape(1, -1)
+
+
+def reference_offpolicy(
+    toolkit: str, env_id: str, algorithm: str, training: dict, steps: int
+) -> Workload:
+    """A plain loop, ``steps`` per round: act, step, store, one update of the batch size (SAC or TD3)."""
+    world = _Obs(toolkit, env_id)
+    obs_dim, act_dim, batch_size = (
+        world.obs_dim,
+        world.act_dim,
+        training["train_batch_size_per_learner"],
+    )
+    activation = training.get("hidden_activation", "relu")
+    sac = algorithm == "SAC"
+    actor = mlp(
+        obs_dim,
+        training["actor_hiddens"],
+        (2 if sac else 1) * act_dim,
+        activation,
+        None if sac else torch.nn.Tanh(),
+    )
+    critics = torch.nn.ModuleList(
+        mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2)
+    )
+    target_critics = torch.nn.ModuleList(
+        mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2)
+    )
+    target_critics.load_state_dict(critics.state_dict())
+    target_actor = (
+        mlp(obs_dim, training["actor_hiddens"], act_dim, activation, torch.nn.Tanh())
+        if not sac
+        else None
+    )
+    if target_actor is not None:
+        target_actor.load_state_dict(actor.state_dict())
+    log_alpha = torch.zeros((), requires_grad=True)
+    actor_opt, critic_opt = (
+        torch.optim.Adam(actor.parameters()),
+        torch.optim.Adam(critics.parameters()),
+    )
+    alpha_opt = torch.optim.Adam([log_alpha])
+    capacity = 100_000
+    buffer = {
+        k: torch.zeros(capacity, d)
+        for k, d in (("obs", obs_dim), ("act", act_dim), ("next", obs_dim))
+    }
+    rewards, dones = torch.zeros(capacity), torch.zeros(capacity)
+
+    def policy(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not sac:
+            return actor(obs), torch.zeros(len(obs))
+        mean, log_std = actor(obs).chunk(2, dim=-1)
+        log_std = log_std.clamp(-20, 2)
+        noise = torch.randn_like(mean)
+        action = torch.tanh(mean + log_std.exp() * noise)
+        logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1) - torch.log(
+            1 - action.pow(2) + 1e-6
+        ).sum(-1)
+        return action, logp
+
+    def update(index: torch.Tensor, count: int) -> None:
+        obs, act, next_obs = buffer["obs"][index], buffer["act"][index], buffer["next"][index]
+        with torch.no_grad():
+            if sac:
+                next_act, next_logp = policy(next_obs)
+                next_q = (
+                    torch.min(*q_values(target_critics, next_obs, next_act))
+                    - log_alpha.exp() * next_logp
+                )
+            else:
+                noise = (torch.randn(len(index), act_dim) * 0.2).clamp(-0.5, 0.5)
+                next_q = torch.min(
+                    *q_values(
+                        target_critics, next_obs, (target_actor(next_obs) + noise).clamp(-1, 1)
+                    )
+                )
+            target = rewards[index] + 0.99 * (1 - dones[index]) * next_q
+        loss_fn = F.huber_loss if sac else F.mse_loss
+        critic_loss = sum(loss_fn(q, target) for q in q_values(critics, obs, act))
+        critic_opt.zero_grad()
+        critic_loss.backward()
+        critic_opt.step()
+        if sac or count % 2 == 0:
+            action, logp = policy(obs)
+            critics.requires_grad_(False)
+            q = (
+                torch.min(*q_values(critics, obs, action))
+                if sac
+                else q_values(critics[:1], obs, action)[0]
+            )
+            actor_loss = (log_alpha.exp().detach() * logp - q).mean()
+            actor_opt.zero_grad()
+            actor_loss.backward()
+            actor_opt.step()
+            critics.requires_grad_(True)
+            if sac:
+                alpha_loss = -(log_alpha * (logp.detach() - act_dim)).mean()
+                alpha_opt.zero_grad()
+                alpha_loss.backward()
+                alpha_opt.step()
+            else:
+                soft_update(target_actor, actor, 0.005)
+            soft_update(target_critics, critics, 0.005)
+
+    stored = 0
+
+    def play(num_steps: int) -> None:
+        nonlocal stored
+        for _ in range(num_steps):
+            with torch.no_grad():
+                action = policy(world.tensor())[0][0].numpy()
+            obs, next_obs, reward, terminated = world.step(action)
+            i = stored % capacity
+            buffer["obs"][i], buffer["act"][i], buffer["next"][i] = (
+                torch.as_tensor(obs),
+                torch.as_tensor(action),
+                torch.as_tensor(next_obs),
+            )
+            rewards[i], dones[i] = reward, terminated
+            stored += 1
+            if stored >= batch_size:
+                update(torch.randint(0, min(stored, capacity), (batch_size,)), stored)
+
+    def run() -> tuple[int, float]:
+        start = time.perf_counter()
+        play(steps)
+        return steps, time.perf_counter() - start
+
+    play(batch_size + 20)  # fill one batch, warm up
+    run.close = world.env.close
+    return run
+
+
+def reference_ppo(
+    toolkit: str,
+    env_id: str,
+    training: dict,
+    hiddens: list[int],
+    activation: str,
+    num_envs: int = 1,
+) -> Workload:
+    """Plain PPO, one iteration per round: collect the batch from ``num_envs`` envs (one batched
+    forward pass per step), GAE, then epochs of minibatch SGD."""
+    worlds = [_Obs(toolkit, env_id) for _ in range(num_envs)]
+    obs_dim, act_dim = worlds[0].obs_dim, worlds[0].act_dim
+    horizon = training["train_batch_size_per_learner"] // num_envs
+    minibatch, epochs = training["minibatch_size"], training["num_epochs"]
+    gamma, lam, clip = (
+        training.get("gamma", 0.99),
+        training.get("lambda_", 1.0),
+        training.get("clip_param", 0.3),
+    )
+    policy_net, value_net = (
+        mlp(obs_dim, hiddens, 2 * act_dim, activation),
+        mlp(obs_dim, hiddens, 1, activation),
+    )
+    optimizer = torch.optim.Adam(
+        [*policy_net.parameters(), *value_net.parameters()], lr=training.get("lr", 5e-4)
+    )
+
+    def distribution(obs):
+        mean, log_std = policy_net(obs).chunk(2, dim=-1)
+        return torch.distributions.Normal(mean, log_std.exp())
+
+    def run() -> tuple[int, float]:
+        start = time.perf_counter()
+        obs_buf, act_buf = (
+            torch.zeros(horizon, num_envs, obs_dim),
+            torch.zeros(horizon, num_envs, act_dim),
+        )
+        logp_buf, values = torch.zeros(horizon, num_envs), torch.zeros(horizon + 1, num_envs)
+        rewards, dones = torch.zeros(horizon, num_envs), torch.zeros(horizon, num_envs)
+        for t in range(horizon):
+            obs = torch.cat([world.tensor() for world in worlds])
+            with torch.no_grad():
+                dist = distribution(obs)
+                actions = dist.sample()
+                logp_buf[t], values[t] = dist.log_prob(actions).sum(-1), value_net(obs)[:, 0]
+            obs_buf[t], act_buf[t] = obs, actions
+            for i, world in enumerate(worlds):
+                _, _, rewards[t, i], dones[t, i] = world.step(actions[i].clamp(-1, 1).numpy())
+        with torch.no_grad():
+            values[horizon] = value_net(torch.cat([world.tensor() for world in worlds]))[:, 0]
+        advantages, last = torch.zeros(horizon, num_envs), torch.zeros(num_envs)
+        for t in reversed(range(horizon)):  # GAE
+            delta = rewards[t] + gamma * values[t + 1] * (1 - dones[t]) - values[t]
+            last = delta + gamma * lam * (1 - dones[t]) * last
+            advantages[t] = last
+        returns = (advantages + values[:-1]).reshape(-1)
+        obs_flat, act_flat, logp_flat, adv_flat = (
+            obs_buf.reshape(-1, obs_dim),
+            act_buf.reshape(-1, act_dim),
+            logp_buf.reshape(-1),
+            advantages.reshape(-1),
+        )
+        for _ in range(epochs):
+            for index in torch.randperm(len(returns)).split(minibatch):
+                dist = distribution(obs_flat[index])
+                ratio = (dist.log_prob(act_flat[index]).sum(-1) - logp_flat[index]).exp()
+                adv = adv_flat[index]
+                policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
+                value_loss = F.mse_loss(value_net(obs_flat[index]).squeeze(-1), returns[index])
+                optimizer.zero_grad()
+                (policy_loss + value_loss).backward()
+                optimizer.step()
+        return len(returns), time.perf_counter() - start
+
+    run.close = lambda: [world.env.close() for world in worlds]
+    return run
+
+
+# --------------------------------------------------------------------------- ours
+class _Trial:
+    """Our algorithm built as Tune builds a trial's: in a Ray actor holding the trial's
+    main-process CPUs (so Ray starts it with OMP_NUM_THREADS=1, as in a real trial)."""
+
+    def __init__(self, experiment: Experiment):
+        from ddrl.pipeline import ray_runtime
+
+        ray_runtime.quiet_rllib_notices()
+        toolkits.register_env(experiment.toolkit, experiment.env)
+        self.algo = rllib_config.build_algorithm_config(experiment).build_algo()
+        self.last: dict = {}
+        for _ in range(2):  # past learning starts, caches filled
+            self.last.update(self.algo.train())
+        replay = getattr(getattr(self.algo.learner_group, "_learner", None), "replay", None)
+        while replay is not None and len(replay) < self.algo.config.train_batch_size_per_learner:
+            self.last.update(self.algo.train())  # off-policy: until a minibatch can be drawn
+
+    def iteration(self) -> tuple[int, float]:
+        before = self.last.get("num_env_steps_sampled_lifetime", 0)
+        start = time.perf_counter()
+        self.last.update(self.algo.train())
+        seconds = time.perf_counter() - start
+        return self.last["num_env_steps_sampled_lifetime"] - before, seconds
+
+    def updates(self, count: int) -> tuple[int, float]:
+        """``count`` gradient updates of the off-policy learner (nothing sampled or stored)."""
+        learner = self.algo.learner_group._learner  # num_learners 0: the learner is in this process
+        start = time.perf_counter()
+        if not learner.lean_update(None, count):  # {}: it stored too little to update
+            raise RuntimeError("the replay buffer holds less than one minibatch; train longer")
+        return count, time.perf_counter() - start
+
+    def torch_threads(self) -> int:
+        return torch.get_num_threads()
+
+    def stop(self) -> None:
+        self.algo.stop()
+
+
+@contextlib.contextmanager
+def our_training(experiment: Experiment, progress=print):
+    """Our training (Ray must be running), one iteration per round (``.updates``: a round of
+    gradient updates alone), in a trial-like actor: see ``_Trial``."""
+    import ray
+
+    cpus = rllib_config.build_algorithm_config(experiment).num_cpus_for_main_process
+    trial = ray.remote(num_cpus=cpus)(_Trial).remote(experiment)
+
+    def run() -> tuple[int, float]:
+        steps, seconds = ray.get(trial.iteration.remote())
+        progress(f"  {experiment.algorithm} iteration (ours): {seconds:.1f} s", flush=True)
+        return steps, seconds
+
+    run.updates = lambda count: ray.get(trial.updates.remote(count))
+    run.threads = ray.get(trial.torch_threads.remote())
+    try:
+        yield run
+    finally:
+        ray.get(trial.stop.remote())
+        ray.kill(trial)
+
+
+# --------------------------------------------------------------------------- the peer
+def hyperparameters(experiment: Experiment) -> dict:
+    """``experiment``'s settings under ``ddrl.bench.sb3``'s neutral names (RLlib's defaults where
+    the experiment leaves one out)."""
+    training = experiment.rllib["training"]
+    if experiment.algorithm == "PPO":
+        model = experiment.rllib.get("rl_module", {}).get("model_config", {})
+        runners = experiment.rllib.get("env_runners", {})
+        # as many envs as all our runners step together
+        envs = runners.get("num_envs_per_env_runner", 1) * max(1, runners.get("num_env_runners", 1))
+        return {
+            "lr": training.get("lr", 5e-5),
+            "num_envs": envs,
+            "rollout": training["train_batch_size_per_learner"],
+            "minibatch": training["minibatch_size"],
+            "epochs": training["num_epochs"],
+            "gamma": training.get("gamma", 0.99),
+            "gae_lambda": training.get("lambda_", 1.0),
+            "clip": training.get("clip_param", 0.3),
+            "ent_coef": training.get("entropy_coeff", 0.0),
+            "vf_coef": training.get("vf_loss_coeff", 1.0),
+            "hiddens": model.get("fcnet_hiddens", [256, 256]),
+            "activation": model.get("fcnet_activation", "tanh"),
+        }
+    hp = {
+        "lr": training["actor_lr"],
+        "buffer_size": training.get("replay_buffer_config", {}).get("capacity", 1_000_000),
+        "learning_starts": training["num_steps_sampled_before_learning_starts"],
+        "batch_size": training["train_batch_size_per_learner"],
+        "tau": training["tau"],
+        "gamma": training.get("gamma", 0.99),
+        "actor_hiddens": training["actor_hiddens"],
+        "critic_hiddens": training["critic_hiddens"],
+        "activation": training.get("hidden_activation", "relu"),
+    }
+    if experiment.algorithm == "SAC":
+        return {**hp, "initial_alpha": training["initial_alpha"]}
+    return {
+        **hp,
+        "exploration_noise": training.get("exploration_noise", 0.1),
+        "policy_delay": training.get("policy_delay", 2),
+        "target_noise": training.get("target_noise", 0.2),
+        "target_noise_clip": training.get("target_noise_clip", 0.5),
+    }
+
+
+def sb3_model(experiment: Experiment):
+    """The Stable-Baselines3 model of ``experiment``'s algorithm with its settings."""
+    toolkits.register_env(experiment.toolkit, experiment.env)
+    make = functools.partial(toolkits.make_env, experiment.toolkit, experiment.env)
+    return sb3.model(experiment.algorithm, make, hyperparameters(experiment), seed=0)
+
+
+def sb3_training(experiment: Experiment, round_steps: int, progress=print) -> Workload:
+    """Stable-Baselines3 as installed (torch's default threads) on ``experiment``: one round is
+    ``round_steps`` env steps of ``learn`` (``.updates``: a round of gradient updates alone)."""
+    model = sb3_model(experiment)
+    model.learn(total_timesteps=2 * round_steps)  # past learning starts, caches filled
+
+    def run() -> tuple[int, float]:
+        before, start = model.num_timesteps, time.perf_counter()
+        model.learn(total_timesteps=round_steps, reset_num_timesteps=False)
+        seconds = time.perf_counter() - start
+        progress(f"  {experiment.algorithm} round (SB3): {seconds:.1f} s", flush=True)
+        return model.num_timesteps - before, seconds
+
+    def updates(count: int) -> tuple[int, float]:
+        start = time.perf_counter()
+        model.train(gradient_steps=count, batch_size=model.batch_size)
+        return count, time.perf_counter() - start
+
+    run.updates = updates
+    run.threads = torch.get_num_threads()
+    run.close = model.env.close
+    return run
+
+
+# --------------------------------------------------------------------------- the FLOP limit
+def mlp_macs(sizes: list[int]) -> int:
+    """Multiply-accumulates of one forward pass of one sample through an MLP of layer ``sizes``."""
+    return sum(a * b for a, b in zip(sizes, sizes[1:]))
+
+
+def update_flops(algorithm: str, obs_dim: int, act_dim: int, training: dict) -> float:
+    """Matmul FLOPs of one gradient update of batch ``train_batch_size_per_learner``, as our
+    learners run it (2 FLOPs per multiply-accumulate; ``tests/bench/test_bench.py`` checks the count
+    against torch's FLOP counter on the real update).
+
+    Per sample, with F the forward MACs of a network and F1 those of its first layer: a backward
+    pass to the weights costs 2F - F1 (no gradient for the inputs, which need none), one that
+    only carries the gradient to the inputs (the critics in the actor loss) costs F.
+    SAC: next actions (actor F), target critics, critics forward and backward, actor forward,
+    critics forward and input-backward, actor backward. TD3: target actor, target critics,
+    critics forward and backward, and every ``policy_delay`` updates the actor forward, one
+    critic forward and input-backward, the actor backward."""
+    actor_out = 2 * act_dim if algorithm == "SAC" else act_dim
+    actor_sizes = [obs_dim, *training["actor_hiddens"], actor_out]
+    critic_sizes = [obs_dim + act_dim, *training["critic_hiddens"], 1]
+    actor, actor_first = mlp_macs(actor_sizes), mlp_macs(actor_sizes[:2])
+    critic, critic_first = mlp_macs(critic_sizes), mlp_macs(critic_sizes[:2])
+    critics = 2 if training.get("twin_q", True) else 1
+    critic_training = critics * (critic + 2 * critic - critic_first)  # forward + backward
+    if algorithm == "SAC":
+        actor_update = actor + critics * 2 * critic + 2 * actor - actor_first
+        macs = actor + critics * critic + critic_training + actor_update
+    else:
+        delay = training.get("policy_delay", 2 if algorithm == "TD3" else 1)
+        actor_update = actor + 2 * critic + 2 * actor - actor_first
+        macs = actor + critics * critic + critic_training + actor_update / delay
+    return 2 * macs * training["train_batch_size_per_learner"]
+
+
+def matmul_rate(rows: int, width: int, threads: int, seconds: float = 0.5) -> Workload:
+    """Float32 matmuls of (rows x width) @ (width x width) on ``threads`` torch threads, one round
+    of ``seconds``: returns (GFLOP, seconds), so that ``Rounds.rate`` is GFLOP/s."""
+    a, b = torch.randn(rows, width), torch.randn(width, width)
+
+    def run() -> tuple[float, float]:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            count, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                for _ in range(20):
+                    torch.mm(a, b)
+                count += 20
+            return 2 * rows * width * width * count / 1e9, time.perf_counter() - start
+        finally:
+            torch.set_num_threads(before)
+
+    return run
+
+
+class PeakMemory:
+    """Peak resident memory (bytes) per process of this process tree, sampled every ``interval`` s."""
+
+    def __init__(self, interval: float = 0.5):
+        self.interval = interval
+        self.peaks: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        for process in [me, *me.children(recursive=True)]:
+            try:
+                name = (
+                    " ".join(process.cmdline()[:1] + [process.name()])
+                    if process is not me
+                    else "driver"
+                )
+                if process is not me and process.name().startswith("ray::"):
+                    name = process.name()  # Ray's workers are named by their actor class
+                self.peaks[name] = max(self.peaks.get(name, 0), process.memory_info().rss)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "PeakMemory":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def largest(self) -> tuple[str, int]:
+        return max(self.peaks.items(), key=lambda item: item[1])

@@ -1,0 +1,1 @@
+"""Environments: the toolkits' creators (``toolkits``), the old-gym layer, batched actions, Unity."""

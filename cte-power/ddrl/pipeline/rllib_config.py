@@ -1,0 +1,42 @@
+"""The RLlib ``AlgorithmConfig`` of a validated experiment (``ddrl.pipeline.validation``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddrl import algorithms
+from ddrl.pipeline.experiment import Experiment, is_search_space
+
+
+def _to_tune(value: Any) -> Any:
+    from ray import tune
+
+    if is_search_space(value):
+        kind, candidates = next(iter(value.items()))
+        if kind in ("grid_search", "choice"):
+            return getattr(tune, kind)([_to_tune(c) for c in candidates])
+        return getattr(tune, kind)(*candidates)
+    if isinstance(value, dict):
+        return {k: _to_tune(v) for k, v in value.items()}
+    return value
+
+
+def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
+    """The RLlib ``AlgorithmConfig`` of an experiment; search spaces become Tune domains.
+
+    Passed to ``tune.Tuner`` as ``param_space``, Tune expands the grids into trials.
+    """
+    algo_class = algorithms.get_algorithm_class(experiment.algorithm)
+    from ddrl.pipeline.callbacks import RecordPlacement, SmoothedReturn
+
+    config = (
+        algo_class.get_default_config()
+        .framework("torch")
+        .callbacks([RecordPlacement, SmoothedReturn])
+    )
+    config.environment(env=experiment.env)
+    for group, settings in (experiment.rllib if rllib is None else rllib).items():
+        getattr(config, group)(**_to_tune(settings))
+    from ddrl.envs import vector_actions  # imports Ray
+
+    return vector_actions.use_batched_actions(config)

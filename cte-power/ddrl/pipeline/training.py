@@ -1,0 +1,425 @@
+"""Run an experiment with Ray Tune: trials, stop criteria, checkpoints, resume, progress lines.
+
+Results use Tune's own layout under ``<results_dir>/<experiment name>/``: one folder per trial
+with ``progress.csv``, ``result.json``, ``params.json`` and ``checkpoint_NNNNNN/`` folders, plus
+``experiment.yaml``, the validated experiment that was run (a resume checks it is unchanged).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ddrl.algorithms import get_algorithm_class
+from ddrl.envs import toolkits
+from ddrl.errors import UserError
+from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
+from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
+from ddrl.pipeline.rllib_config import build_algorithm_config
+
+#: Exit code after a stop request (SIGUSR2; our Slurm jobs forward Slurm's warning signal): every
+#: running trial checkpointed, Tune saved its state, and ``--resume`` continues from there.
+EXIT_CHECKPOINTED = 3
+# Not SIGUSR1: Tune takes that one for an immediate stop without checkpoints.
+STOP_SIGNAL = signal.SIGUSR2
+
+# Tune's experiment state says which checkpoint each trial resumes from. Save it on every
+# controller step (it is a small JSON file) so that a job killed without warning resumes from
+# its newest checkpoint; Tune's "auto" period can lag minutes behind.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
+# One compact line per iteration from our callback instead of Tune's wide tables.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+# Forced state snapshots (checkpointing every iteration) are wanted here, not worth a warning.
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+
+
+def experiment_dir(results_dir: Path, name: str) -> Path:
+    return Path(results_dir) / name
+
+
+def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
+    """Refuse to overwrite an experiment, or to resume one that does not exist or differs."""
+    if not resume:
+        if path.exists():
+            raise UserError(
+                f"results directory {path} already exists. Add --resume to continue that "
+                "experiment, or choose another --name to start a new one."
+            )
+        return
+    if not path.is_dir():
+        raise UserError(
+            f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it."
+        )
+    if not list(path.glob("experiment_state-*.json")):
+        raise UserError(
+            f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
+            "first trial started). Delete the folder or choose another --name."
+        )
+    saved_file = path / EXPERIMENT_FILE
+    if saved_file.is_file():
+        import yaml
+
+        saved = yaml.safe_load(saved_file.read_text())
+        current = experiment.to_dict()
+        changed = sorted(
+            k
+            for k in set(saved) | set(current)
+            if k not in ("source", "name") and saved.get(k) != current.get(k)
+        )
+        if set(changed) - RESUMABLE_CHANGES:
+            raise UserError(
+                f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
+                f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
+                f"--set values (saved in {saved_file}), or start a new --name."
+            )
+        if "stop" in changed:
+            _say(f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}")
+        if "checkpoint" in changed:
+            _say(
+                f"resuming with new checkpoint settings: {saved.get('checkpoint')} -> {current['checkpoint']}"
+            )
+
+
+#: What ``--resume`` may change: how long to train (a finished run can be extended) and how
+#: often, and how many, checkpoints are kept.
+RESUMABLE_CHANGES = {"stop", "checkpoint"}
+
+
+def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
+    return {STOP_METRICS[k]: v for k, v in stop.items()}
+
+
+def reached(result: dict, thresholds: dict[str, float]) -> bool:
+    return any(
+        result_value(result, key) is not None and result_value(result, key) >= limit
+        for key, limit in thresholds.items()
+    )
+
+
+def make_stopper(experiment_file: Path):
+    from ray import tune
+
+    class ThresholdStopper(tune.Stopper):
+        """Stop a trial when any watched metric reaches its threshold (missing metrics wait).
+
+        The thresholds are read from the experiment's saved ``experiment.yaml`` (again whenever
+        it changes): Tune restores this stopper from its own state on ``--resume``, and a resume
+        that extends ``stop`` rewrites that file.
+        """
+
+        def __init__(self, experiment_file: Path):
+            self.experiment_file = Path(experiment_file)
+            self._read_at = None
+            self.thresholds: dict[str, float] = {}
+
+        def __call__(self, trial_id, result) -> bool:
+            modified = self.experiment_file.stat().st_mtime_ns
+            if modified != self._read_at:
+                import yaml
+
+                self.thresholds = thresholds_of(
+                    yaml.safe_load(self.experiment_file.read_text())["stop"]
+                )
+                self._read_at = modified
+            return reached(result, self.thresholds)
+
+        def stop_all(self) -> bool:
+            return False
+
+    return ThresholdStopper(experiment_file)
+
+
+def make_scheduler(settings: dict | None):
+    """Tune's trial scheduler from the experiment's ``tune.scheduler`` (None: Tune's FIFO)."""
+    if not settings:
+        return None
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    common = {
+        "time_attr": "training_iteration",
+        "metric": STOP_METRICS[settings["metric"]],
+        "mode": settings["mode"],
+    }
+    if settings["type"] == "asha":
+        return ASHAScheduler(
+            **common,
+            max_t=settings["max_t"],
+            grace_period=settings["grace_period"],
+            reduction_factor=settings["reduction_factor"],
+            brackets=settings["brackets"],
+        )
+
+    def domain(values):  # a list of candidates, or {uniform|loguniform: [lo, hi]}
+        if isinstance(values, list):
+            return values
+        kind, (low, high) = next(iter(values.items()))
+        return getattr(tune, kind)(low, high)
+
+    # An AlgorithmConfig reaches Tune as a flat dict: "training.lr" is the key "lr" there.
+    mutations = {
+        path.split(".", 1)[1]: domain(values)
+        for path, values in settings["hyperparam_mutations"].items()
+    }
+    return PopulationBasedTraining(
+        **common,
+        perturbation_interval=settings["perturbation_interval"],
+        hyperparam_mutations=mutations,
+        quantile_fraction=settings["quantile_fraction"],
+        resample_probability=settings["resample_probability"],
+        synch=settings["synch"],
+    )
+
+
+def make_search(settings: dict | None):
+    """Tune's search algorithm from the experiment's ``tune.search`` (None: Tune's own variants)."""
+    if not settings:
+        return None
+    try:
+        from ray.tune.search.optuna import OptunaSearch
+    except ImportError:
+        raise UserError("tune.search type optuna needs Optuna: pip install optuna==5.0.0") from None
+    return OptunaSearch(
+        metric=STOP_METRICS[settings["metric"]], mode=settings["mode"], seed=settings["seed"]
+    )
+
+
+def short_trial_name(trial) -> str:
+    """<algorithm>_<env>_<trial id> (as Tune names trials of a plain run, without the settings)."""
+    return f"{trial.trainable_name}_{trial.config.get('env')}_{trial.trial_id}"
+
+
+def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) -> int:
+    """Carry a resume's new ``stop`` and ``checkpoint`` into Tune's experiment state, which Tune
+    restores trials from (it keeps no way to change them): trials that ended on the old stop
+    criterion but not on ``stop`` are marked paused, so that the restore continues them from their
+    latest checkpoint (Tune never restarts a finished trial), and each trial's checkpoint manager
+    gets the new frequency, end-of-run checkpoint and number kept. Returns how many reopened."""
+    import json
+
+    from ray.tune import CheckpointConfig
+    from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
+
+    thresholds = thresholds_of(stop)
+    decoder = TuneFunctionDecoder(
+        allow_cloudpickle=True
+    )  # our own experiment's state, written by Tune
+    reopened = 0
+    for state_file in path.glob("experiment_state-*.json"):
+        state = json.loads(state_file.read_text())
+        for trial_data in state.get("trial_data", []):
+            trial, runtime = (
+                json.loads(part) if isinstance(part, str) else part for part in trial_data[:2]
+            )
+            last = runtime.get("last_result")
+            last = json.loads(last) if isinstance(last, str) else (last or {})
+            if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
+                trial["status"] = "PAUSED"
+                reopened += 1
+            if runtime.get("checkpoint_manager"):
+                manager = decoder.decode(json.dumps(runtime["checkpoint_manager"]))
+                manager._checkpoint_config = CheckpointConfig(
+                    checkpoint_frequency=checkpoint["every"],
+                    checkpoint_at_end=checkpoint["at_end"],
+                    num_to_keep=checkpoint["keep"],
+                )
+                runtime["checkpoint_manager"] = json.loads(
+                    json.dumps(manager, cls=TuneFunctionEncoder)
+                )
+            trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
+            trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
+        state_file.write_text(json.dumps(state))
+    return reopened
+
+
+def make_progress_printer():
+    from ray import tune
+
+    class ProgressPrinter(tune.Callback):
+        """One line per training iteration: trial, iteration, env steps, mean return, s/iter."""
+
+        def __init__(self):
+            self.num_trials = 0
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            self.num_trials = len(trials)
+            _say(
+                f"trial {trial.trial_id} started: {trial.config.get('env')} ({trial.trainable_name})"
+            )
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            ret = result_value(result, STOP_METRICS["mean_return"])
+            episodes = result_value(result, EPISODES_IN_WINDOW)
+            evaluated = result_value(result, STOP_METRICS["eval_return"])
+            prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
+            _say(
+                f"{prefix}iter {result.get('training_iteration', 0):>4} | "
+                f"env steps {int(result_value(result, STOP_METRICS['env_steps']) or 0):>9,} | "
+                f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'}"
+                + ("" if ret is None or episodes is None else f" (last {episodes} episodes)")
+                + ("" if evaluated is None else f" | eval return {evaluated:8.1f}")
+                + f" | {result.get('time_this_iter_s', 0):6.2f} s/iter"
+            )
+
+        def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+            _say(f"checkpoint saved: {checkpoint.path}")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            _say(f"trial {trial.trial_id} FAILED; see {trial.path}/error.txt")
+
+    return ProgressPrinter()
+
+
+class StopRequest:
+    """Set by SIGUSR2: checkpoint every running trial after its current iteration, then stop."""
+
+    requested = False
+
+    @classmethod
+    def install(cls) -> None:
+        cls.requested = False
+        signal.signal(STOP_SIGNAL, cls._handle)
+
+    @classmethod
+    def _handle(cls, signum, frame) -> None:
+        cls.requested = True
+        _say(
+            f"received {signal.Signals(signum).name}: checkpointing every running trial, then stopping"
+        )
+
+
+def make_checkpoint_and_stop():
+    from ray import tune
+    from ray.tune.result import SHOULD_CHECKPOINT
+
+    class CheckpointAndStop(tune.Callback):
+        """After a stop request, force a checkpoint of each reporting trial; once all are saved,
+        interrupt Tune as Ctrl+C would: it saves its state and leaves the trials resumable."""
+
+        def __init__(self):
+            self.waiting: set[str] = set()
+            self.interrupted = False
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if StopRequest.requested:
+                result[SHOULD_CHECKPOINT] = True  # Tune lets callbacks amend results
+                self.waiting.add(trial.trial_id)
+
+        def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+            self.waiting.discard(trial.trial_id)
+            running = {t.trial_id for t in trials if t.status == "RUNNING"}
+            if StopRequest.requested and not self.interrupted and not (self.waiting & running):
+                self.interrupted = True
+                os.kill(os.getpid(), signal.SIGINT)
+
+    return CheckpointAndStop()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: list = ()) -> int:
+    """Train (or resume) the experiment at ``path``; Ray must be running. Returns an exit code.
+
+    ``callbacks``: extra Tune callbacks (the SageMaker launcher's metric lines and videos). Tune
+    saves them with the experiment, and a resumed experiment keeps the ones it started with.
+    """
+    from ray import tune
+
+    algo_class = get_algorithm_class(experiment.algorithm)
+    toolkits.register_env(experiment.toolkit, experiment.env)
+    param_space = build_algorithm_config(experiment)
+
+    if resume:
+        _say(f"resuming {path}")
+        saved_file = path / EXPERIMENT_FILE
+        if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
+            saved_file.write_text(
+                dump_yaml(experiment.to_dict())
+            )  # the stopper reads the new stop from here
+            reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
+            if reopened:
+                _say(f"{reopened} finished trial(s) continue from their latest checkpoint")
+        tuner = tune.Tuner.restore(
+            str(path),
+            trainable=algo_class,
+            param_space=param_space,
+            resume_unfinished=True,
+            resume_errored=True,
+        )
+    else:
+        path.mkdir(parents=True)
+        (path / EXPERIMENT_FILE).write_text(dump_yaml(experiment.to_dict()))
+        checkpoint = experiment.checkpoint
+        tuner = tune.Tuner(
+            algo_class,
+            param_space=param_space,
+            tune_config=tune.TuneConfig(
+                num_samples=experiment.tune["num_samples"],
+                max_concurrent_trials=experiment.tune["max_concurrent_trials"],
+                scheduler=make_scheduler(experiment.tune["scheduler"]),
+                search_alg=make_search(experiment.tune["search"]),
+                # a searcher's trials would be named after every setting of the config
+                trial_dirname_creator=short_trial_name if experiment.tune["search"] else None,
+            ),
+            run_config=tune.RunConfig(
+                name=path.name,
+                storage_path=str(path.parent.resolve()),
+                stop=make_stopper(path / EXPERIMENT_FILE),
+                checkpoint_config=tune.CheckpointConfig(
+                    checkpoint_frequency=checkpoint["every"],
+                    checkpoint_at_end=checkpoint["at_end"],
+                    num_to_keep=checkpoint["keep"],
+                ),
+                failure_config=tune.FailureConfig(max_failures=experiment.tune["max_failures"]),
+                callbacks=[make_progress_printer(), make_checkpoint_and_stop(), *callbacks],
+                verbose=0,
+            ),
+        )
+    StopRequest.install()
+    started = time.time()
+    results = tuner.fit()
+    if StopRequest.requested:
+        _say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
+        return EXIT_CHECKPOINTED
+    return _report(results, path, time.time() - started)
+
+
+def _report(results, path: Path, seconds: float) -> int:
+    _say(f"\nexperiment finished in {seconds:.0f} s: {path}")
+    failed = 0
+    for result in results:
+        trial_dir = Path(result.path)
+        ret = result_value(result.metrics or {}, STOP_METRICS["mean_return"])
+        checkpoint = result.checkpoint.path if result.checkpoint else "none"
+        status = "ERROR" if result.error else "done"
+        failed += bool(result.error)
+        ret_text = "n/a" if ret is None else f"{ret:.1f}"
+        evaluated = result_value(result.metrics or {}, STOP_METRICS["eval_return"])
+        eval_text = "" if evaluated is None else f", eval return {evaluated:.1f}"
+        _say(
+            f"  {trial_dir.name}: {status}, mean return {ret_text}{eval_text}, last checkpoint {checkpoint}"
+        )
+    if len(results) > 1:
+        _summarize_search(path)
+    if failed:
+        print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _summarize_search(path: Path) -> None:
+    """A search's trials table and its best trial as an experiment file, in its folder."""
+    from ddrl.analysis import search_results
+
+    try:
+        trials_csv, best_yaml, table = search_results.write_search_summary(path, path)
+    except UserError as err:  # no trial reported a return: nothing to pick from
+        _say(f"no search summary: {err}")
+        return
+    _say(f"search: {len(table)} trials ranked in {trials_csv}")
+    _say(f"best trial {table['trial'].iloc[0]}: train it again with --config {best_yaml}")

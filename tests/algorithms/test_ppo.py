@@ -1,0 +1,105 @@
+"""Our PPO (ddrl.algorithms.ppo): RLlib's PPO learner with one finiteness check per gradient step. For finite
+gradients it steps exactly as RLlib's learner does; nan/inf gradients get RLlib's own treatment."""
+
+import logging
+
+import gymnasium as gym
+import pytest
+import torch
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
+
+from ddrl import algorithms
+from ddrl.algorithms import ppo
+
+
+def build(learner_class):
+    torch.manual_seed(0)  # the same initial weights for both learners
+    config = ppo.PPOConfig().environment("Pendulum-v1").learners(learner_class=learner_class)
+    return config.build_learner(env=gym.make("Pendulum-v1"))
+
+
+def weights(learner) -> list[torch.Tensor]:
+    return [param.detach().clone() for param in learner._params.values()]
+
+
+def apply_to_both(ours, theirs, gradients: list[torch.Tensor]) -> None:
+    for learner in (ours, theirs):
+        learner.apply_gradients(
+            {pid: grad.clone() for pid, grad in zip(learner._params, gradients)}
+        )
+
+
+@pytest.fixture
+def learners():
+    ours, theirs = build(ppo.PPOTorchLearner), build(RLlibPPOTorchLearner)
+    assert all(torch.equal(a, b) for a, b in zip(weights(ours), weights(theirs)))
+    return ours, theirs
+
+
+def test_finite_gradients_step_exactly_as_rllibs_learner(learners):
+    ours, theirs = learners
+    before = weights(ours)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        apply_to_both(
+            ours, theirs, [torch.randn(p.shape, generator=generator) for p in ours._params.values()]
+        )
+    # the same steps, up to float rounding: ours steps a fused Adam, RLlib's the per-tensor loop
+    assert all(
+        torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(weights(ours), weights(theirs))
+    )
+    assert not all(torch.equal(a, b) for a, b in zip(weights(ours), before)), (
+        "no optimizer step was taken"
+    )
+
+
+def test_nan_and_inf_gradients_get_rllibs_treatment(learners, caplog):
+    ours, theirs = learners
+    gradients = [torch.ones(p.shape) for p in ours._params.values()]
+    gradients[0].view(-1)[0] = float("nan")
+    gradients[-1].view(-1)[-1] = float("inf")
+    with caplog.at_level(logging.WARNING):
+        apply_to_both(ours, theirs, gradients)
+    after = weights(ours)
+    assert all(torch.isfinite(w).all() for w in after)
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(after, weights(theirs)))
+    assert (
+        sum("contain `nan/inf` values" in r.getMessage() for r in caplog.records) == 4
+    )  # 2 per learner
+
+
+def test_algorithm_ppo_is_ours_and_rllibs_stays_available():
+    assert algorithms.get_algorithm_class("PPO") is ppo.PPO
+    assert ppo.PPO.get_default_config().learner_class is ppo.PPOTorchLearner
+    from ray.rllib.algorithms.ppo import PPO as RLlibPPO
+
+    assert algorithms.get_algorithm_class("RLlibPPO") is RLlibPPO
+
+
+def test_orthogonal_init_as_stable_baselines3_on_request():
+    """Hidden layers orthogonal with gain sqrt(2), action means with 0.01, value with 1."""
+    env = gym.make("Pendulum-v1")
+    model = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
+
+    def module(**training):
+        config = ppo.PPOConfig().environment("Pendulum-v1").training(**training)
+        spec = config.rl_module(model_config=model).get_multi_rl_module_spec(env=env)
+        return spec.build()["default_policy"]
+
+    def linear(part):
+        return [m for m in part.modules() if isinstance(m, torch.nn.Linear)]
+
+    ours = module(orthogonal_init=True)
+    for layer in linear(ours.encoder):  # W W^T = gain^2 I on the smaller side
+        w = layer.weight.detach()
+        small = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+        torch.testing.assert_close(small, 2.0 * torch.eye(small.shape[0]), atol=1e-4, rtol=0)
+        assert not layer.bias.any()
+    pi_out, vf_out = linear(ours.pi)[-1].weight.detach(), linear(ours.vf)[-1].weight.detach()
+    torch.testing.assert_close(
+        pi_out @ pi_out.T, 1e-4 * torch.eye(pi_out.shape[0]), atol=1e-8, rtol=0
+    )
+    torch.testing.assert_close(vf_out @ vf_out.T, torch.eye(1), atol=1e-5, rtol=0)
+    # the default: torch's initialisation, as RLlib's PPO (not orthogonal)
+    default = linear(module().encoder)[1].weight.detach()
+    assert (default @ default.T - 2.0 * torch.eye(64)).abs().max() > 0.5

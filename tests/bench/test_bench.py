@@ -1,0 +1,97 @@
+"""The throughput benchmark runs end to end and writes its table (figures are not judged here:
+speed is measured by the benchmark, not by timed tests)."""
+
+import pandas as pd
+import pytest
+from conftest import CTE_POWER, run_script
+
+from ddrl.paths import TRAININGS_DIR
+from ddrl.pipeline import validation
+
+pytestmark = pytest.mark.slow
+
+
+def test_throughput_benchmark_writes_every_measure(tmp_path):
+    output = tmp_path / "bench.csv"
+    proc = run_script(
+        CTE_POWER / "scripts" / "bench" / "throughput.py",
+        "--algorithms",
+        "SAC",
+        "--rounds",
+        "1",
+        "--sampling-rounds",
+        "2",
+        "--seconds",
+        "0.5",
+        "--sampling-steps",
+        "200",
+        "--updates",
+        "4",
+        "--set",
+        "training.actor_hiddens=[32]",
+        "--set",
+        "training.critic_hiddens=[32]",
+        "--set",
+        "reporting.min_sample_timesteps_per_iteration=64",
+        "--output",
+        output,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = pd.read_csv(output)
+    measures = list(table["measure"])
+    shipped = validation.load_experiment(TRAININGS_DIR / "pybullet-envs/ppo.yaml", "pybullet-envs")
+    envs = shipped.rllib["env_runners"]["num_envs_per_env_runner"]
+    assert measures[0] == "raw env, random actions, 1 process, 1 env"
+    assert measures[1].startswith(f"raw env, random actions, 1 process, {envs} envs")
+    sampling = table[table["measure"].str.startswith(f"sampling, 1 env runner x {envs} envs")]
+    assert len(sampling) == 2 and sampling["ratio"].gt(0).all()
+    assert sampling["target"].tolist()[1] == 0.9 and sampling["measure"].tolist()[1].endswith(
+        f"against its {envs} envs"
+    )
+    assert any(m.startswith("SAC Stable-Baselines3 as installed") for m in measures)
+    assert any(m.startswith("SAC peak memory") for m in measures)
+    assert not any("reference" in m for m in measures), "the plain-PyTorch loops: --reference only"
+    steps = table[table["unit"] == "env steps/s"]
+    assert (steps["value"] > 0).all()
+    ours = table[table["measure"].str.startswith("SAC end to end")].iloc[0]
+    assert ours["measure"].endswith("against SB3") and ours["ratio"] > 0 and ours["target"] == 1.3
+    updates = table[table["unit"] == "updates/s"].set_index("measure")
+    limit = updates.filter(like="at the FLOP limit", axis=0)["value"].iloc[0]
+    against_limit = updates.filter(like="ours, against the FLOP limit", axis=0).iloc[0]
+    assert 0 < against_limit["ratio"] and against_limit["target"] == 0.7
+    assert against_limit["value"] < limit, "no update beats the matmul FLOPs it needs"
+    assert (
+        updates.filter(like="Stable-Baselines3, against the FLOP limit", axis=0)["ratio"].iloc[0]
+        > 0
+    )
+    memory = table[table["unit"] == "MiB"].iloc[0]
+    assert 100 < memory["value"] < 8192
+    assert "targets met:" in proc.stdout
+
+
+def test_interleave_brackets_each_round_with_its_limit():
+    from ddrl.bench import throughput
+
+    # limit, measure, limit, measure, ..., closing limit: the machine slows, then speeds up
+    speeds = iter([100, 90, 60, 45, 40, 190, 200])
+    order = []
+
+    def workload(name):
+        def run():
+            order.append(name)
+            return next(speeds), 1.0
+
+        return run
+
+    rounds = throughput.interleave({"limit": workload("limit"), "measure": workload("measure")}, 3)
+    assert order == ["limit", "measure"] * 3 + ["limit"]
+    assert rounds.rates == {"limit": [100, 60, 40, 200], "measure": [90, 45, 190]}
+    assert rounds.rate("limit") == pytest.approx(400 / 4) and rounds.rate(
+        "measure"
+    ) == pytest.approx(325 / 3)
+    # each measure round against the mean of the limit rounds around it
+    assert rounds.ratios("measure", "limit") == pytest.approx([90 / 80, 45 / 50, 190 / 120])
+    assert rounds.ratio("measure", "limit") == pytest.approx(90 / 80)  # the median
+    low, high = rounds.spread("measure", "limit")
+    assert low <= 90 / 80 <= high

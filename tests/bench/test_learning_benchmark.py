@@ -1,0 +1,174 @@
+"""The learning benchmark (ours vs Stable-Baselines3): its statistics, and one tiny end-to-end run."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CTE_POWER, run_script
+
+from ddrl.bench import learning as lb
+
+BENCH = CTE_POWER / "scripts" / "bench" / "learning-benchmark.py"
+
+
+def test_bootstrap_ci_brackets_the_mean_and_narrows_with_agreement():
+    mean, low, high = lb.bootstrap_ci([100.0, 200.0, 300.0])
+    assert mean == pytest.approx(200.0)
+    assert 100.0 <= low < mean < high <= 300.0
+    _, tight_low, tight_high = lb.bootstrap_ci([199.0, 200.0, 201.0])
+    assert tight_high - tight_low < (high - low) / 10
+    assert lb.bootstrap_ci([5.0]) == (5.0, 5.0, 5.0)
+    assert all(math.isnan(v) for v in lb.bootstrap_ci([]))
+
+
+def curves(
+    system: str, finals: list[float], algorithm="SAC", env="HopperBulletEnv-v0"
+) -> pd.DataFrame:
+    rows = []
+    for seed, final in enumerate(finals):
+        for step in range(1, 11):
+            rows.append(
+                {
+                    "env_steps": step * 1000,
+                    "wall_s": step * 10.0,
+                    "smoothed_return": final * step / 10,
+                    "eval_return": final if step == 10 else None,
+                    "env": env,
+                    "algorithm": algorithm,
+                    "system": system,
+                    "seed": seed,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_verdict_is_within_or_above_the_peers_ci():
+    sb3 = curves("sb3", [900.0, 1000.0, 1100.0])
+    close = lb.verdicts(
+        lb.table(
+            pd.concat([curves("ours", [950.0, 1000.0, 1020.0]), sb3]), {"HopperBulletEnv-v0": 500}
+        )
+    )
+    assert close["meets_target"].tolist() == [True] and close["eval_meets_target"].tolist() == [
+        True
+    ]
+    worse = lb.verdicts(
+        lb.table(
+            pd.concat([curves("ours", [300.0, 350.0, 400.0]), sb3]), {"HopperBulletEnv-v0": 500}
+        )
+    )
+    assert worse["meets_target"].tolist() == [False] and worse["eval_meets_target"].tolist() == [
+        False
+    ]
+    assert worse["return_ratio"].iloc[0] == pytest.approx(350 / 1000)
+    summary = lb.table(sb3, {"HopperBulletEnv-v0": 500.0})
+    # the smoothed return passes 500 at 5,000 steps (1000 * 5/10) for the 1000-return seed...
+    assert summary["seeds_reaching"].iloc[0] == 3
+    assert summary["steps_to_threshold"].iloc[0] == pytest.approx(np.mean([6000, 5000, 5000]))
+
+
+def test_same_hyperparameters_for_both_systems():
+    pytest.importorskip("stable_baselines3")
+    run = lb.Run("sb3", "SAC", "HopperBulletEnv-v0", 0, 1000)
+    model = lb.sb3_model(run)
+    ours = lb.our_experiment(run, 500, 1)["training"]
+    assert model.batch_size == ours["train_batch_size_per_learner"] == 256
+    assert model.learning_starts == ours["num_steps_sampled_before_learning_starts"]
+    assert (
+        model.policy.net_arch["pi"] == ours["actor_hiddens"]
+        and model.policy.net_arch["qf"] == ours["critic_hiddens"]
+    )
+    assert model.tau == ours["tau"] and model.gamma == ours["gamma"]
+
+
+@pytest.mark.slow
+def test_tiny_benchmark_end_to_end_then_resumes(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    args = [
+        "--algorithms",
+        "SAC",
+        "PPO",
+        "--envs",
+        "InvertedPendulumBulletEnv-v0",
+        "--seeds",
+        "0",
+        "--budget",
+        "SAC=1200",
+        "PPO=2048",
+        "--eval-every",
+        "1000",
+        "--eval-episodes",
+        "1",
+        "--jobs",
+        "2",
+        "--output-dir",
+        tmp_path / "runs",
+        "--figures-dir",
+        tmp_path / "figures",
+        "--status-every",
+        "5",
+    ]
+    proc = run_script(BENCH, *args, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    names = sorted(p.name for p in (tmp_path / "runs").glob("*-seed0.csv"))
+    assert names == [
+        f"InvertedPendulumBulletEnv-v0-{a}-{s}-seed0.csv"
+        for a in ("PPO", "SAC")
+        for s in ("ours", "sb3")
+    ]
+    for name in names:
+        curve = pd.read_csv(tmp_path / "runs" / name)
+        assert list(curve.columns) == list(lb.CURVE_COLUMNS)
+        assert curve["env_steps"].is_monotonic_increasing and curve["env_steps"].iloc[-1] >= 1200
+        assert curve["smoothed_return"].notna().any() and curve["eval_return"].notna().any()
+        assert (curve["wall_s"] > 0).all()
+    table = (tmp_path / "runs" / "summary.md").read_text()
+    assert (
+        "| InvertedPendulumBulletEnv-v0 | SAC | 1/1 |" in table
+        and "| InvertedPendulumBulletEnv-v0 | PPO | 1/1 |" in table
+    )
+    for suffix in ("steps", "time"):
+        assert (tmp_path / "figures" / f"learning-benchmark-{suffix}.png").stat().st_size > 10_000
+
+    # our runs leave a policy that the render script takes
+    render = run_script(
+        CTE_POWER / "scripts" / "render" / "render-bullet.py",
+        "--checkpoint",
+        tmp_path / "runs" / "checkpoints" / "InvertedPendulumBulletEnv-v0-SAC-ours-seed0",
+        "--max-steps",
+        "5",
+        "--width",
+        "64",
+        "--height",
+        "48",
+        "--output",
+        tmp_path / "sac.gif",
+        timeout=120,
+    )
+    assert render.returncode == 0, render.stderr[-2000:]
+    assert (tmp_path / "sac.gif").stat().st_size > 0
+
+    again = run_script(BENCH, *args, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "4 of 4 runs already done; 0 to run" in again.stdout
+
+
+def test_bad_budget_is_one_clear_line(tmp_path):
+    proc = run_script(BENCH, "--budget", "SAC=lots", "--output-dir", tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: --budget 'SAC=lots': expected NAME=NUMBER, e.g. --budget SAC=20000"
+    ]
+
+
+def test_a_stopped_process_does_not_count_as_training_time():
+    steps = [10.0] * 5 + [1300.0] + [10.0] * 4  # a run SIGSTOPped once for about 21 minutes
+    curve = pd.DataFrame({"env_steps": range(1000, 11000, 1000), "wall_s": np.cumsum(steps)})
+    cleaned = lb.without_pauses(curve)
+    assert cleaned["wall_s"].iloc[-1] == pytest.approx(100.0)
+    assert cleaned["paused_s"].iloc[0] == pytest.approx(1290.0)
+    steady = pd.DataFrame(
+        {"env_steps": range(1000, 6000, 1000), "wall_s": np.cumsum([10.0, 12, 9, 11, 10])}
+    )
+    assert lb.without_pauses(steady)["wall_s"].tolist() == steady["wall_s"].tolist()

@@ -1,0 +1,315 @@
+"""The Slurm jobs on a real Slurm cluster (slurmctld + 2 slurmd on this machine)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CTE_POWER, TINY_PPO, TINY_SAC, only_trial, results_of
+from slurm_cluster import SlurmCluster, why_unavailable
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable())),
+]
+
+# the train-script arguments of TINY_* without --config (each job names its own config)
+TINY_PPO_SETS = TINY_PPO[2:]
+TINY_SAC_SETS = TINY_SAC[2:]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+    except Exception as err:
+        cluster.stop()
+        pytest.skip(f"Slurm could not start here: {err}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def job_env(tmp_path):
+    """Results, tokens and Ray temp dirs of the jobs go to this test's folder (sbatch exports the env)."""
+    return {
+        "DDRL_RESULTS_DIR": str(tmp_path / "results"),
+        "DDRL_TOKEN_DIR": str(tmp_path / "tokens"),
+        "DDRL_NODE_IP": "127.0.0.2",  # both "nodes" are this host: pin Ray to a loopback address
+    }
+
+
+def job_log(name: str, job_id: str, stream: str = "out") -> str:
+    path = CTE_POWER / "jobs" / stream / f"{name}-{job_id}.{stream}"
+    return path.read_text() if path.exists() else ""
+
+
+def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/pybullet-envs/sac.sh",
+        *TINY_SAC_SETS,
+        "--set",
+        "stop.iterations=2",
+        cwd=CTE_POWER,
+        env=job_env,
+    )
+    info = slurm.wait(job, timeout=300)
+    out = job_log("sac-humanoid", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("sac-humanoid", job, "err")
+    assert f"the Slurm allocation of job {job}" in out and "SLURM_CPUS_PER_TASK=2" in out, (
+        "Ray sized to the allocation"
+    )
+    experiment = Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"sac-{job}"
+    trial = only_trial(experiment)
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2]
+    assert list(trial.glob("checkpoint_*/rllib_checkpoint.json"))
+
+
+def test_job_submitted_from_another_directory_logs_where_the_readme_says(slurm, job_env, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = slurm.sbatch(
+        str(CTE_POWER / "jobs" / "pybullet-envs" / "ppo.sh"),
+        *TINY_PPO_SETS,
+        "--set",
+        "stop.iterations=1",
+        cwd=elsewhere,
+        env=job_env,
+    )
+    info = slurm.wait(job, timeout=300)
+    out = job_log("ppo-humanoid", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("ppo-humanoid", job, "err") + str(info)
+    assert "iter    1 |" in out
+    pointer = (elsewhere / f"slurm-ppo-humanoid-{job}.out").read_text()
+    assert f"logs to {CTE_POWER}/jobs/out/ppo-humanoid-{job}.out" in pointer
+    assert (Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}").is_dir()
+
+
+def test_learning_benchmark_array_runs_one_run_per_task(slurm, job_env, tmp_path):
+    pytest.importorskip("stable_baselines3")
+    bench_args = (
+        "--algorithms SAC --envs InvertedPendulumBulletEnv-v0 --seeds 0 --budget SAC=600 "
+        "--eval-every 600 --eval-episodes 1"
+    )
+    job = slurm.sbatch(
+        "jobs/bench/learning-benchmark.sh",
+        "--output-dir",
+        str(tmp_path / "runs"),
+        cwd=CTE_POWER,
+        env={**job_env, "BENCH_ARGS": bench_args},
+        options=("--array=0-1",),
+    )
+    for task in (0, 1):
+        info = slurm.wait(f"{job}_{task}", timeout=300)
+        assert info["JobState"] == "COMPLETED", job_log(
+            "learning-benchmark", info.get("JobId", job)
+        ) + str(info)
+    names = sorted(p.name for p in (tmp_path / "runs").glob("*.csv"))
+    assert names == [
+        "InvertedPendulumBulletEnv-v0-SAC-ours-seed0.csv",
+        "InvertedPendulumBulletEnv-v0-SAC-sb3-seed0.csv",
+    ]
+
+
+def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/distributed/ppo-2nodes.sh",
+        *TINY_PPO_SETS,
+        "--set",
+        "stop.iterations=40",
+        cwd=CTE_POWER,
+        env=job_env,
+    )
+    report = CTE_POWER / "jobs" / "out" / f"ppo-2nodes-{job}.cluster.json"
+    deadline = time.time() + 240
+    while (
+        not report.exists()
+        and time.time() < deadline
+        and slurm.state(job).get("JobState") in ("PENDING", "RUNNING")
+    ):
+        time.sleep(1)
+    assert report.exists(), job_log("ppo-2nodes", job) + job_log("ppo-2nodes", job, "err")
+    cluster = json.loads(report.read_text())
+    assert len(cluster["nodes"]) == 2 and cluster["address"].endswith(
+        f":{20000 + int(job) % 1000}"
+    ), cluster
+
+    # While the job runs, clients without its token are refused, and (the control) one with it connects.
+    token = Path(job_env["DDRL_TOKEN_DIR"]) / f"ddrl-job-{job}.token"
+    assert token.exists() and token.stat().st_mode & 0o077 == 0, (
+        "the token file is readable only by its user"
+    )
+    attempts = {
+        "wrong token": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
+        "no token": {"RAY_AUTH_MODE": "disabled"},
+        "the job's token": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)},
+    }
+    connect = f"import ray; ray.init(address='{cluster['address']}', _node_ip_address='127.0.0.2'); print('CONNECTED', len(ray.nodes()))"
+    probes = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", connect],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | auth,
+        )
+        for name, auth in attempts.items()
+    }
+    outcome = {name: probe.communicate(timeout=120)[0] for name, probe in probes.items()}
+    assert "CONNECTED 2" in outcome["the job's token"], outcome["the job's token"][-2000:]
+    for name in ("wrong token", "no token"):
+        assert "CONNECTED" not in outcome[name] and probes[name].returncode != 0, name
+
+    info = slurm.wait(job, timeout=300)
+    out = job_log("ppo-2nodes", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("ppo-2nodes", job, "err")
+    assert (
+        "Ray cluster up: 2 node(s)" in out
+        and "attached to the Ray cluster" in out
+        and "Ray cluster stopped" in out
+    )
+    results = results_of(
+        only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}")
+    )
+    placement = results[-1]["placement"]
+    node_ids = {n["node_id"] for n in cluster["nodes"]}
+    runner_nodes = set(placement["env_runner_nodes"].split(","))
+    assert runner_nodes == node_ids, "env runners ran on both nodes"
+    assert placement["driver_node"] in node_ids
+    assert not list(Path(job_env["DDRL_TOKEN_DIR"]).glob("*.token")), (
+        "the job's token is removed on exit"
+    )
+
+
+def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp_path):
+    job = slurm.sbatch(
+        "jobs/search/search.sh",
+        "trainings/pybullet-envs/ppo.yaml",
+        *TINY_PPO_SETS,
+        "--set", "env_runners.num_env_runners=0",
+        "--set", "stop.iterations=2",
+        "--set", "checkpoint.every=0",
+        "--set", "training.lr={grid_search: [0.0001, 0.0003, 0.001, 0.003]}",
+        "--set", "tune.max_concurrent_trials=4",
+        cwd=CTE_POWER,
+        env=job_env,
+    )  # fmt: skip
+    info = slurm.wait(job, timeout=400)
+    out = job_log("search", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("search", job, "err")
+    assert "Ray cluster up: 2 node(s)" in out
+    cluster = json.loads((CTE_POWER / "jobs" / "out" / f"search-{job}.cluster.json").read_text())
+    experiment = Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}"
+    trials = sorted(p.parent for p in experiment.glob("*/result.json"))
+    assert len(trials) == 4 and all(len(results_of(t)) == 2 for t in trials)
+    # 4 one-CPU trials at once on two 2-CPU nodes: Tune packed them onto both
+    drivers = {results_of(t)[-1]["placement"]["driver_node"] for t in trials}
+    assert drivers == {n["node_id"] for n in cluster["nodes"]}, drivers
+
+    proc = subprocess.run(
+        [sys.executable, "scripts/plot/summarize-data.py", str(experiment), "--output-dir", str(tmp_path)],
+        cwd=CTE_POWER, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = (tmp_path / "humanoid" / f"ppo-{job}-trials.csv").read_text().splitlines()
+    assert len(table) == 5 and "training.lr" in table[0]
+
+
+def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/pybullet-envs/ppo.sh",
+        *TINY_PPO_SETS,
+        "--set",
+        "stop.iterations=8",
+        "--set",
+        "checkpoint.every=100",
+        cwd=CTE_POWER,
+        env=job_env,
+    )
+    deadline = time.time() + 240
+    while job_log("ppo-humanoid", job).count("\niter ") < 2:
+        assert time.time() < deadline and slurm.state(job).get("JobState") in (
+            "PENDING",
+            "RUNNING",
+        ), job_log("ppo-humanoid", job)
+        time.sleep(0.5)
+    slurm.run(
+        ["scancel", "--signal=USR1", "--batch", job]
+    )  # what Slurm sends at --signal=B:USR1@300
+
+    deadline = time.time() + 300
+    while (
+        slurm.state(job).get("Restarts", "0") == "0"
+        or slurm.state(job).get("JobState") == "RUNNING"
+    ):
+        assert time.time() < deadline, job_log("ppo-humanoid", job)
+        time.sleep(1)
+    # Slurm starts the requeued job after its requeue delay (AuthInfo=cred_expire, 20 s in the test
+    # cluster; 120 s by default); forcing an earlier start makes slurmd refuse it while the old run's
+    # credential is still revoked.
+    info = slurm.wait(job, timeout=600)
+    out = job_log("ppo-humanoid", job)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    assert (
+        "checkpointing before the time limit" in out
+        and f"requeueing job {job}" in out
+        and "resuming" in out
+    )
+    first_run, second_run = out.split("requeueing job")
+    before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
+    after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
+    assert after[0] == before[-1] + 1 and after[-1] == 8, (before, after)
+
+
+def test_scaling_job_sweeps_env_runners_that_fit_the_allocation(slurm, job_env):
+    job = slurm.sbatch(
+        "jobs/scaling/ppo.sh",
+        *TINY_PPO_SETS,
+        cwd=CTE_POWER,
+        env=job_env | {"DDRL_SCALING_ITERATIONS": "2"},
+        options=("--cpus-per-task=2",),
+    )
+    info = slurm.wait(job, timeout=300)
+    out = job_log("scaling-ppo", job)
+    assert info["JobState"] == "COMPLETED", out + job_log("scaling-ppo", job, "err")
+    assert "scaling sweep over env runners 1 " in out, "2 CPUs hold 1 runner + the driver"
+    trial = only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"scaling-ppo-{job}")
+    assert json.loads((trial / "params.json").read_text())["num_env_runners"] == 1
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2]
+
+
+def test_job_file_runs_with_plain_bash_without_slurm(job_env, tmp_path):
+    env = (
+        {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))}
+        | job_env
+        | {"DDRL_NAME": "plain"}
+    )
+    proc = subprocess.run(
+        [
+            "bash",
+            "jobs/gym/td3.sh",
+            "--set",
+            "stop.env_steps=600",
+            "--set",
+            "training.num_steps_sampled_before_learning_starts=256",
+            "--set",
+            "training.actor_hiddens=[32]",
+            "--set",
+            "training.critic_hiddens=[32]",
+            "--set",
+            "reporting.min_sample_timesteps_per_iteration=256",
+        ],
+        cwd=CTE_POWER,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "job none" in proc.stdout and "started a local Ray" in proc.stdout
+    results = results_of(only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "gym" / "plain"))
+    assert results[-1]["num_env_steps_sampled_lifetime"] >= 600

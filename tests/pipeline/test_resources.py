@@ -1,0 +1,53 @@
+"""Resources: what Slurm granted, what a trial needs, and the check between them."""
+
+import pytest
+
+from ddrl.errors import UserError
+from ddrl.pipeline import resources, validation
+
+
+def test_outside_slurm_there_is_no_allocation():
+    assert resources.slurm_allocation({}) is None
+
+
+@pytest.mark.parametrize(
+    "environ,cpus,gpus",
+    [
+        ({"SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "40", "SLURM_CPUS_ON_NODE": "160"}, 40, 0),
+        ({"SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "16", "SLURM_GPUS_ON_NODE": "2"}, 16, 2),
+        ({"SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "8", "SLURM_GPUS_PER_NODE": "v100:4"}, 8, 4),
+    ],
+)
+def test_slurm_allocation_is_read_from_its_variables(environ, cpus, gpus):
+    granted = resources.slurm_allocation(environ)
+    assert (granted.cpus, granted.gpus) == (cpus, gpus)
+    assert "job 7" in granted.source
+
+
+def test_slurm_wins_over_the_machine():
+    granted = resources.available({"SLURM_JOB_ID": "9", "SLURM_CPUS_PER_TASK": "1"})
+    assert granted.cpus == 1
+
+
+@pytest.mark.parametrize(
+    "runners,learners,gpus_per_learner,cpus,gpus",
+    [(0, 0, 0, 1, 0), (3, 0, 0, 4, 0), (2, 2, 1, 3, 2)],
+)
+def test_required_resources_come_from_rllib(runners, learners, gpus_per_learner, cpus, gpus):
+    raw = {
+        "env": "HopperBulletEnv-v0",
+        "algorithm": "PPO",
+        "stop": {"iterations": 1},
+        "env_runners": {"num_env_runners": runners},
+        "learners": {"num_learners": learners, "num_gpus_per_learner": gpus_per_learner},
+    }
+    needed = resources.required_per_trial(validation.validate(raw, "pybullet-envs"))
+    assert (needed.cpus, needed.gpus) == (cpus, gpus)
+
+
+def test_check_fits():
+    resources.check_fits(resources.Resources(2, 0), resources.Resources(2, 0, "here"))
+    with pytest.raises(UserError, match="needs 3 CPU"):
+        resources.check_fits(resources.Resources(3, 0), resources.Resources(2, 0, "here"))
+    with pytest.raises(UserError, match="gres=gpu"):
+        resources.check_fits(resources.Resources(1, 1), resources.Resources(8, 0, "here"))

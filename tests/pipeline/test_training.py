@@ -1,0 +1,269 @@
+"""Real trainings through the train script, as a user runs them (subprocess, from cte-power/)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import (
+    CTE_POWER,
+    TINY_PPO,
+    TINY_SAC,
+    TINY_TD3,
+    TRAIN_BULLET,
+    only_trial,
+    results_of,
+    run_script,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "algorithm,args", [("PPO", TINY_PPO), ("SAC", TINY_SAC), ("TD3", TINY_TD3)]
+)
+def test_train_script_trains_and_checkpoints(algorithm, args, tmp_path):
+    proc = run_script(
+        TRAIN_BULLET,
+        *args,
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "tiny",
+        "--set",
+        "stop.iterations=2",
+        "--set",
+        "checkpoint.every=1",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    trial = only_trial(tmp_path / "tiny")
+    assert trial.name.startswith(f"{algorithm}_HumanoidBulletEnv-v0")
+
+    header, *rows = (trial / "progress.csv").read_text().splitlines()
+    assert len(rows) == 2
+    for column in (
+        "training_iteration",
+        "num_env_steps_sampled_lifetime",
+        "env_runners/episode_return_mean",
+        "time_this_iter_s",
+    ):
+        assert column in header.split(","), column
+    results = results_of(trial)
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    assert (
+        results[1]["num_env_steps_sampled_lifetime"]
+        > results[0]["num_env_steps_sampled_lifetime"]
+        > 0
+    )
+
+    for checkpoint in ("checkpoint_000000", "checkpoint_000001"):
+        assert (trial / checkpoint / "rllib_checkpoint.json").is_file()
+        assert (trial / checkpoint / "learner_group").is_dir()
+    assert json.loads((trial / "params.json").read_text())["env"] == "HumanoidBulletEnv-v0"
+    assert (tmp_path / "tiny" / "experiment.yaml").is_file()
+
+    # one compact progress line per iteration, no Tune tables
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("iter ")]
+    assert (
+        len(lines) == 2
+        and "env steps" in lines[0]
+        and "mean return" in lines[0]
+        and "s/iter" in lines[0]
+    )
+    assert "Trial status" not in proc.stdout
+    assert "last checkpoint" in proc.stdout and "checkpoint_000001" in proc.stdout
+
+
+def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_changes(tmp_path):
+    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "checkpoint.every=1"]
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=1", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trial = only_trial(tmp_path / "x")
+
+    extend = [
+        "--set",
+        "stop.iterations=5",
+        "--set",
+        "checkpoint.every=2",
+        "--set",
+        "checkpoint.keep=1",
+    ]
+    proc = run_script(TRAIN_BULLET, *run, *extend, "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "new stop criterion" in proc.stdout and "'iterations': 1} -> {" in proc.stdout
+    assert "new checkpoint settings" in proc.stdout
+    iterations = [r["training_iteration"] for r in results_of(trial)]
+    assert iterations == [1, 2, 3, 4, 5], "the same trial went on from its checkpoint"
+    assert only_trial(tmp_path / "x") == trial
+    # every 2 iterations now, and only the newest kept: the end's (checkpoint_00000k is the k-th)
+    assert [p.name for p in trial.glob("checkpoint_*")] == ["checkpoint_000003"], list(
+        trial.glob("checkpoint_*")
+    )
+
+    changed = ["--set", "training.lr=0.01", "--resume"]
+    proc = run_script(TRAIN_BULLET, *run, *extend, *changed, timeout=300)
+    assert proc.returncode == 2
+    assert "cannot resume" in proc.stderr and "changed: training" in proc.stderr
+    assert "only checkpoint and stop may change" in proc.stderr
+
+
+def test_ppo_learns_inverted_pendulum(tmp_path):
+    """The core really learns: mean return >= 500 within 60,000 env steps (about a minute here)."""
+    proc = run_script(
+        TRAIN_BULLET,
+        "--config",
+        "trainings/pybullet-envs/ppo-inverted-pendulum.yaml",
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "learn",
+        "--set",
+        "stop.mean_return=500",
+        timeout=600,  # stop at the bar
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = results_of(only_trial(tmp_path / "learn"))
+    final = results[-1]
+    assert final["num_env_steps_sampled_lifetime"] <= 62_000
+    assert final["env_runners"]["episode_return_mean"] >= 500, [
+        r["env_runners"]["episode_return_mean"] for r in results
+    ]
+
+
+def _results_so_far(experiment: Path) -> list[dict]:
+    trials = [p for p in experiment.glob("*/result.json")]
+    if not trials:
+        return []
+    lines = [line for line in trials[0].read_text().splitlines() if line.strip()]
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # the line being written
+            pass
+    return out
+
+
+def _start(args, log_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(TRAIN_BULLET), *map(str, args)],
+        cwd=CTE_POWER,
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+
+
+def _wait_for(condition, process, log_path: Path, timeout: float = 240):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        assert process.poll() is None, log_path.read_text()[-3000:]
+        time.sleep(0.3)
+    pytest.fail(f"timed out; log: {log_path.read_text()[-2000:]}")
+
+
+def test_killed_env_runner_is_restarted_and_the_run_finishes(tmp_path):
+    import psutil
+
+    args = [
+        *TINY_PPO,
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "faulty",
+        "--set",
+        "stop.iterations=6",
+        "--set",
+        "env_runners.num_env_runners=1",
+        "--set",
+        "fault_tolerance.restart_failed_env_runners=true",
+    ]
+    log = tmp_path / "run.log"
+    run = _start(args, log)
+    try:
+        first = _wait_for(
+            lambda: [
+                r for r in _results_so_far(tmp_path / "faulty") if r["placement"]["env_runner_pids"]
+            ],
+            run,
+            log,
+        )
+        victim = int(first[0]["placement"]["env_runner_pids"])
+        psutil.Process(victim).kill()  # the env runner only, mid-training
+        assert run.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    results = results_of(only_trial(tmp_path / "faulty"))
+    assert results[-1]["training_iteration"] == 6
+    pids = {r["placement"]["env_runner_pids"] for r in results}
+    assert str(victim) in pids and len(pids - {""}) >= 2, f"a new env runner took over: {pids}"
+
+
+def test_after_a_killed_driver_the_next_run_starts_cleanly(tmp_path):
+    """SIGKILL to the driver alone (not its process group): its Ray processes go with it, and
+    the next run on this machine (here: the resume) starts without port or temp-dir collisions,
+    losing at most one checkpoint interval."""
+    import psutil
+
+    args = [
+        *TINY_PPO,
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "orphan",
+        "--set",
+        "stop.iterations=6",
+        "--set",
+        "checkpoint.every=1",
+    ]
+    log = tmp_path / "first.log"
+    first = _start(args, log)
+    try:
+        # checkpoint_000001 is complete once the next one is being written
+        _wait_for(lambda: list((tmp_path / "orphan").glob("*/checkpoint_000002")), first, log)
+        session = os.getsid(first.pid)
+        first.kill()
+        first.wait()
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            left = [p for p in psutil.process_iter(["pid"]) if _session_of(p) == session]
+            if not left:
+                break
+            time.sleep(1)
+        assert not left, f"processes of the killed run still alive: {[p.name() for p in left]}"
+    finally:
+        try:
+            os.killpg(first.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    trial = only_trial(tmp_path / "orphan")
+    saved = max(int(p.name.split("_")[1]) for p in trial.glob("checkpoint_*"))
+
+    proc = run_script(TRAIN_BULLET, *args, "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resuming" in proc.stdout
+    resumed = [
+        int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("iter ")
+    ]
+    # checkpoint_00000k holds iteration k+1: restored from the newest checkpoint, nothing skipped
+    assert 3 <= resumed[0] <= saved + 2, "at most one checkpoint interval (1 iteration) lost"
+    assert resumed == list(range(resumed[0], 7)), resumed
+    assert only_trial(tmp_path / "orphan") == trial, "resume continues the same trial"
+    assert results_of(trial)[-1]["training_iteration"] == 6
+
+
+def _session_of(process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None

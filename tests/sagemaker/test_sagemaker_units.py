@@ -1,0 +1,558 @@
+"""SageMaker pipeline pieces that train nothing: hyperparameter encoding, contract, metrics, pins, errors."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sagemaker.core.s3.utils import parse_s3_url
+from sagemaker_support import (
+    PIPELINE,
+    REPO,
+    SRC,
+    TINY,
+    container_env,
+    free_port,
+    run_entry_point,
+    stage_job,
+)
+
+from ddrl.errors import UserError
+from sagemaker_offline import aws_server
+from sagemaker_offline.contract_writer import write_contract
+from sagemaker_rl import hyperparameters as hp
+from sagemaker_rl import metrics, pipeline
+from sagemaker_rl.contract import resolve_host
+
+
+# ------------------------------------------------------------------------------ hyperparameters
+def test_dotted_names_are_encoded_so_that_they_survive_the_sdk_shell_driver(tmp_path):
+    encoded = hp.encode(
+        {
+            "training.lr": 1e-4,
+            "rl_module.model_config.fcnet_hiddens": [64, 64],
+            "training.lambda_": 0.95,
+            "stop.iterations": 3,
+            "video_every": 2,
+            "ray_num_cpus": 4,
+        }
+    )
+    assert encoded == {
+        "training__lr": "0.0001",
+        "rl_module__model_config__fcnet_hiddens": "[64, 64]",
+        "training__lambda_": "0.95",
+        "stop__iterations": "3",
+        "video_every": "2",
+        "ray_num_cpus": "4",
+    }
+    # what SDK v3's environment.py writes and sm_train.sh sources: dotted names break it, ours do not
+    script = tmp_path / "env.sh"
+    script.write_text(
+        "set -e\n"
+        + "".join(f"export SM_HP_{k.upper()}='{v}'\n" for k, v in encoded.items())
+        + 'echo "$SM_HP_TRAINING__LR"\n'
+    )
+    assert (
+        subprocess.run(["bash", str(script)], capture_output=True, text=True).stdout.strip()
+        == "0.0001"
+    )
+    script.write_text("set -e\nexport SM_HP_TRAINING.LR='0.0001'\necho reached\n")
+    broken = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert (
+        broken.returncode != 0
+        and "not a valid identifier" in broken.stderr
+        and "reached" not in broken.stdout
+    )
+
+    overrides, options = hp.decode(encoded)
+    assert sorted(overrides) == sorted(
+        [
+            "training.lr=0.0001",
+            "rl_module.model_config.fcnet_hiddens=[64, 64]",
+            "training.lambda_=0.95",
+            "stop.iterations=3",
+        ]
+    )
+    assert (
+        options["video_every"] == 2
+        and options["ray_num_cpus"] == 4
+        and options["role"] == "primary"
+    )
+    # SageMaker's own hyperparameters are ignored; dotted names (other drivers) decode the same way
+    assert hp.decode(
+        {"sagemaker_program": "x.py", "_tuning_objective_metric": "m", "training.lr": "1e-3"}
+    )[0] == ["training.lr=1e-3"]
+    assert hp.parse_cli(["--training__lr", "0.001", "--video_every=3"]) == {
+        "training__lr": "0.001",
+        "video_every": "3",
+    }
+
+
+@pytest.mark.parametrize(
+    "hyperparameters,message",
+    [
+        ({"vide_every": "2"}, "unknown hyperparameter 'vide_every'. Did you mean 'video_every'?"),
+        ({"video_every": "often"}, "'video_every' must be an integer"),
+        ({"video_every": "-1"}, "'video_every' must be at least 0"),
+        ({"role": "tertiary"}, "must be one of primary, secondary"),
+        ({"training____lr": "1"}, "empty part in the config path"),
+    ],
+)
+def test_bad_hyperparameters_say_what_to_do(hyperparameters, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        hp.decode(hyperparameters)
+
+
+def test_encode_rejects_names_no_shell_accepts():
+    with pytest.raises(UserError, match="letters, digits and underscores"):
+        hp.encode({"training.lr rate": 1})
+
+
+# ------------------------------------------------------------------------------------ contract
+def test_contract_layout_variables_and_host_resolution(tmp_path):
+    contract = write_contract(
+        tmp_path / "ml",
+        {"stop__iterations": 2},
+        hosts=["algo-2", "algo-10", "algo-1"],
+        current_host="algo-2",
+    )
+    assert contract.hosts == ["algo-1", "algo-2", "algo-10"] and contract.current_host == "algo-2"
+    assert json.loads(contract.hyperparameters_file.read_text()) == {
+        "stop__iterations": "2"
+    }  # strings, as the API stores them
+    for folder in ("model", "checkpoints", "output/intermediate", "output/data", "input/config"):
+        assert (tmp_path / "ml" / folder).is_dir(), folder
+    env = container_env(contract)
+    assert env["SM_CURRENT_HOST"] == "algo-2" and json.loads(env["SM_HOSTS"]) == contract.hosts
+    assert env["SM_HP_STOP__ITERATIONS"] == "2" and env["DDRL_SM_BASE_DIR"] == str(contract.base)
+    assert (
+        resolve_host("algo-2", {"DDRL_SM_HOST_IPS": "algo-1=127.0.0.2,algo-2=127.0.0.3"})
+        == "127.0.0.3"
+    )
+    with pytest.raises(UserError, match="DDRL_SM_HOST_IPS"):
+        resolve_host("algo-1", {"DDRL_SM_HOST_IPS": "algo-1"})
+
+
+def test_entry_point_outside_a_training_container_says_how_to_run_it(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SRC / "train-humanoid-ppo.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DDRL_SM_BASE_DIR": str(tmp_path / "nothing-here")},
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "hyperparameters.json does not exist" in proc.stderr and "DDRL_SM_BASE_DIR" in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_config_override_fails_before_ray_starts_and_becomes_the_failure_reason(tmp_path):
+    contract = stage_job(
+        tmp_path / "ml", "train-humanoid-ppo.py", {**TINY["ppo"], "training__lrr": "0.1"}
+    )
+    proc = run_entry_point("train-humanoid-ppo.py", contract, timeout=180)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "unknown key 'lrr'" in proc.stderr and "Did you mean 'lr'?" in proc.stderr
+    assert "unknown key 'lrr'" in contract.failure_file.read_text()  # SageMaker's FailureReason
+    assert not list(contract.checkpoints_dir.iterdir()), "nothing started"
+
+
+# ------------------------------------------------------------------------------------- metrics
+def test_metric_lines_and_definitions_agree():
+    result = {
+        "training_iteration": 3,
+        "num_env_steps_sampled_lifetime": 1200,
+        "time_this_iter_s": 1.5,
+        "time_total_s": 4.0,
+        "env_runners": {
+            "episode_return_mean": -45.25,
+            "episode_return_max": -1e-3,
+            "episode_return_min": -90.0,
+            "episode_len_mean": float("nan"),
+        },
+    }
+    line = metrics.training_line(result)
+    assert "episode_len_mean" not in line  # NaN (no episode yet) is left out, never printed as nan
+    (row,) = metrics.parse_lines(["(PPO pid=1) noise", line])
+    assert row == {
+        "training_iteration": 3,
+        "env_steps": 1200,
+        "episode_return_mean": -45.25,
+        "episode_return_max": -0.001,
+        "episode_return_min": -90.0,
+        "time_this_iter_s": 1.5,
+        "time_total_s": 4.0,
+        "env_steps_per_s": 300.0,
+    }
+    names = [d["Name"] for d in metrics.TRAINING_METRIC_DEFINITIONS]
+    assert "episode_return_mean" in names and len(set(names)) == len(names)
+    eval_rows = metrics.parse_lines(
+        [metrics.eval_episode_line(0, 12.5, 20), metrics.eval_summary_line([12.5, 7.5], [20, 10])],
+        metrics.EVALUATE_METRIC_DEFINITIONS,
+    )
+    assert eval_rows == [
+        {"eval_episode_return": 12.5},
+        {"eval_mean_return": 10.0, "eval_mean_length": 15.0},
+    ]
+
+
+# ---------------------------------------------------------------------------- image and pins
+def _pins(path):
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[re.sub(r"\[.*\]", "", name).strip().lower()] = version.strip()
+    return pins
+
+
+def test_dockerfile_installs_exactly_the_project_pins():
+    dockerfile = (PIPELINE / "Dockerfile").read_text()
+    project, notebook = _pins(REPO / "requirements.txt"), _pins(PIPELINE / "requirements.txt")
+    assert "COPY requirements.txt pyproject.toml ./" in dockerfile
+    installs = [
+        line for line in dockerfile.replace("\\\n", " ").splitlines() if "pip install" in line
+    ]
+    assert any("-r requirements.txt" in line for line in installs), installs
+    # every other package the Dockerfile names is pinned as the project (or the notebook side) pins it
+    named = dict(re.findall(r'"?([A-Za-z0-9_.\-\[\]]+)==([0-9][^"\s]*)"?', " ".join(installs)))
+    assert named, installs
+    for name, version in named.items():
+        name = re.sub(r"\[.*\]", "", name).lower()
+        assert project.get(name, notebook.get(name)) == version, (name, version)
+    assert (
+        "grep -E '^torch==' requirements.txt" in dockerfile
+    )  # the CPU wheel at the pinned torch version
+    assert "python:3.11" in dockerfile and ">=3.11,<3.12" in (REPO / "pyproject.toml").read_text()
+    for needed in (
+        "cte-power/ddrl",
+        "cte-power/trainings",
+        "rl-ray-pybullet/common",
+        "rl-ray-pybullet/src",
+        "pip install --no-deps -e .",
+    ):
+        assert needed in dockerfile, needed
+    ignored = (PIPELINE / "Dockerfile.dockerignore").read_text()
+    assert (
+        "!cte-power/ddrl/**" in ignored and "**\n" in ignored
+    )  # the .venv and results stay out of the context
+
+
+def test_notebook_parameters_are_checked():
+    with pytest.raises(UserError, match="ALGORITHM 'ppo2' is not one of ppo, sac, td3"):
+        pipeline.Parameters("ppo2", "local", "ml.c5.4xlarge", 1, True, "us-west-2").check()
+    with pytest.raises(UserError, match="MODE"):
+        pipeline.Parameters("ppo", "cloud", "ml.c5.4xlarge", 1, True, "us-west-2").check()
+    params = pipeline.Parameters("SAC", "aws", "ml.g4dn.4xlarge", 2, True, "us-west-2").check()
+    assert params.entry_script == "train-humanoid-sac.py" and params.gpu
+    assert "$6.74 on demand" in pipeline.estimate_cost(
+        "ml.g4dn.4xlarge", 2, 2, True
+    )  # 1.686 x 2 x 2
+
+
+# --------------------------------------------------------------------------- moto-backed pieces
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def offline_aws(moto_endpoint, monkeypatch):
+    for name, value in {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+    }.items():
+        monkeypatch.setenv(name, value)
+    import boto3
+
+    session = boto3.Session(region_name="us-west-2")
+    pipeline.ensure_bucket(session.client("s3"), "ddrl-test", "us-west-2")
+    return session
+
+
+def test_s3_rendezvous_publishes_the_head_and_the_end(offline_aws):
+    from sagemaker_rl.rendezvous import Rendezvous
+
+    primary, secondary = (
+        Rendezvous("s3://ddrl-test/rendezvous/run-1"),
+        Rendezvous("s3://ddrl-test/rendezvous/run-1/"),
+    )
+    with pytest.raises(UserError, match="no Ray head published"):
+        secondary.wait_for_head(timeout=0.1, poll_s=0.05)
+    primary.publish_head("10.0.1.23:6379", "job-a")
+    assert secondary.wait_for_head(timeout=5, poll_s=0.05)["address"] == "10.0.1.23:6379"
+    assert secondary.finished() is None
+    primary.mark_finished("done")
+    assert secondary.finished() == "done"
+    with pytest.raises(UserError, match="expected s3://bucket/prefix"):
+        Rendezvous("http://example/prefix")
+
+
+def run_sdk_job(offline_aws, tmp_path, name: str, hyperparameters: dict, **trainer_options):
+    """A job made by SDK v3's ModelTrainer on the offline API, run by local mode: (job, log lines)."""
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.train import ModelTrainer
+    from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode
+
+    from sagemaker_offline import local_mode
+
+    trainer = ModelTrainer(
+        training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
+        role=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        base_job_name=name,
+        sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
+        source_code=SourceCode(
+            source_dir=str(pipeline.stage_source(tmp_path / "source")),
+            entry_script="train-humanoid-ppo.py",
+        ),
+        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
+        output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
+        hyperparameters=hyperparameters,
+        **trainer_options,
+    )
+    trainer.train(wait=False, logs=False)
+    lines = []
+    job = local_mode.run_job(
+        trainer._latest_training_job.training_job_name,
+        offline_aws,
+        work_dir=tmp_path / "jobs",
+        echo=lines.append,
+        check=False,
+    )
+    return job, lines
+
+
+def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(offline_aws, tmp_path):
+    """Why hyperparameters are encoded: SDK v3's own container driver fails on a dotted name."""
+    job, lines = run_sdk_job(offline_aws, tmp_path, "dotted", {"training.lr": 0.001})
+    assert job.exit_code != 0
+    assert any(
+        "SM_HP_TRAINING.LR" in line and "not a valid identifier" in line for line in lines
+    ), lines[-20:]
+    assert "Training Execution failed" in job.failure_reason
+    assert not any(line.startswith("ddrl-sagemaker:") for line in lines), "our code never ran"
+
+
+def test_a_gpu_instance_whose_gpus_torch_cannot_use_warns_and_trains_on_cpu():
+    from sagemaker_rl.contract import num_gpus
+
+    warnings = []
+    # SageMaker says 1 GPU (it counts them with nvidia-smi); this torch sees none
+    assert (
+        num_gpus(
+            {"SM_NUM_GPUS": "1", "SM_CURRENT_INSTANCE_TYPE": "ml.g4dn.4xlarge"}, warnings.append
+        )
+        == 0
+    )
+    assert (
+        len(warnings) == 1 and "ml.g4dn.4xlarge" in warnings[0] and "torch can use 0" in warnings[0]
+    )
+    # no SM_NUM_GPUS, but a GPU instance type: still a warning
+    assert num_gpus({"SM_CURRENT_INSTANCE_TYPE": "ml.p3.2xlarge"}, warnings.append) == 0
+    assert len(warnings) == 2
+    # a CPU instance: no warning
+    assert (
+        num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.c5.4xlarge"}, warnings.append)
+        == 0
+    )
+    assert len(warnings) == 2
+
+
+def test_the_image_is_built_for_amd64_with_the_cuda_torch_only_for_gpu_instances():
+    from sagemaker_rl.pipeline import build_commands
+
+    (cpu_build, push), (gpu_build, _) = (
+        build_commands("x/y:1", gpu=False),
+        build_commands("x/y:1", gpu=True),
+    )
+    for build in (cpu_build, gpu_build):
+        assert build[:4] == ["docker", "build", "--platform", "linux/amd64"]
+    assert "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in cpu_build
+    assert not any("TORCH_INDEX_URL" in arg for arg in gpu_build) and push == [
+        "docker",
+        "push",
+        "x/y:1",
+    ]
+
+
+def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
+    offline_aws, monkeypatch
+):
+    iam = offline_aws.client("iam")
+    monkeypatch.setattr(pipeline, "SAGEMAKER_NOTEBOOK_METADATA", Path("/nonexistent/metadata.json"))
+    monkeypatch.setattr(pipeline, "ROLE_NAME", "ddrl-role-test")
+    arn = pipeline.resolve_role(iam, None, "ddrl-test")  # outside SageMaker, no ROLE_ARN: made here
+    assert arn.endswith(":role/ddrl-role-test")
+    trust = iam.get_role(RoleName="ddrl-role-test")["Role"]["AssumeRolePolicyDocument"]
+    assert "sagemaker.amazonaws.com" in json.dumps(trust)
+    s3_policy = iam.get_role_policy(RoleName="ddrl-role-test", PolicyName="ddrl-s3-ddrl-test")
+    resources = {r for s in s3_policy["PolicyDocument"]["Statement"] for r in [s["Resource"]]}
+    assert resources == {"arn:aws:s3:::ddrl-test", "arn:aws:s3:::ddrl-test/*"}
+    for name in iam.list_role_policies(RoleName="ddrl-role-test")["PolicyNames"]:  # no s3:* on "*"
+        document = iam.get_role_policy(RoleName="ddrl-role-test", PolicyName=name)["PolicyDocument"]
+        for statement in document["Statement"]:
+            assert statement["Resource"] != "*" or not any(
+                a.startswith("s3") for a in statement["Action"]
+            )
+    # a given role is checked, not trusted blindly
+    assert pipeline.resolve_role(iam, arn, "ddrl-test") == arn
+    with pytest.raises(UserError, match="no such role"):
+        pipeline.resolve_role(iam, "arn:aws:iam::123456789012:role/missing", "ddrl-test")
+    with pytest.raises(UserError, match="not a role ARN"):
+        pipeline.resolve_role(
+            iam, "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev/me", "ddrl-test"
+        )
+    lambda_trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                    "Principal": {"Service": "lambda.amazonaws.com"}}]}  # fmt: skip
+    other = iam.create_role(
+        RoleName="not-for-sagemaker", AssumeRolePolicyDocument=json.dumps(lambda_trust)
+    )
+    with pytest.raises(UserError, match="does not let SageMaker assume it"):
+        pipeline.resolve_role(iam, other["Role"]["Arn"], "ddrl-test")
+
+
+TRAINER = """
+import os, signal, sys, time
+pidfile = os.environ.get("DDRL_TRAINING_PIDFILE")
+if pidfile:
+    open(pidfile, "w").write(str(os.getpid()))
+signal.signal(signal.SIGTERM, lambda s, f: (print("trainer: SIGTERM", flush=True), sys.exit(0)))
+print("trainer: up", flush=True)
+time.sleep(20)
+print("trainer: never stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("with_bash_env", [False, True])
+def test_sigterm_to_pid_1_reaches_training_only_through_the_images_bash_env(
+    with_bash_env, tmp_path
+):
+    """SageMaker signals PID 1, the ContainerEntrypoint's bash: it drops SIGTERM (the control);
+    with the image's BASH_ENV it becomes sagemaker_rl.init, which hands it to training, while the
+    driver between them (here: a pipe through cat) carries the last lines."""
+    from sagemaker_offline import local_mode
+
+    prefix = local_mode.pid_namespace_prefix()
+    if not prefix:
+        pytest.skip("no PID namespaces on this machine (unshare needs root or user namespaces)")
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "DDRL_TRAINING_PIDFILE": str(tmp_path / "training.pid")}  # fmt: skip
+    env.pop("BASH_ENV", None)
+    if with_bash_env:
+        env["BASH_ENV"] = str(local_mode.BASH_ENV_FILE)
+    container = subprocess.Popen(
+        [*prefix, "/bin/bash", "-c", f"{sys.executable} {tmp_path / 'trainer.py'} | cat; echo driver: done"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert container.stdout.readline().strip() == "trainer: up"
+        (pid1,) = Path(f"/proc/{container.pid}/task/{container.pid}/children").read_text().split()
+        os.kill(int(pid1), signal.SIGTERM)  # as SageMaker: PID 1 only
+        out, _ = container.communicate(timeout=30 if with_bash_env else 3)
+    except subprocess.TimeoutExpired:
+        container.kill()
+        out, _ = container.communicate()
+    if with_bash_env:
+        assert "ddrl-init: SIGTERM -> training" in out and "trainer: SIGTERM" in out
+        assert "driver: done" in out and container.returncode == 0, out
+    else:
+        assert "trainer: SIGTERM" not in out, "a plain bash as PID 1 forwards nothing"
+
+
+@pytest.mark.slow
+def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
+    offline_aws, tmp_path
+):
+    """The whole chain as SageMaker runs it: SDK v3's driver as PID 1 of the host, SIGTERM to it
+    at MaxRuntimeInSeconds, sagemaker_rl.init hands it to training, which checkpoints, exports
+    the model and ends the job cleanly."""
+    import tarfile
+
+    from sagemaker.train.configs import StoppingCondition
+
+    from sagemaker_offline import local_mode
+
+    if not local_mode.pid_namespace_prefix():
+        pytest.skip("no PID namespaces on this machine (unshare needs root or user namespaces)")
+    s3 = offline_aws.client("s3")
+    job, lines = run_sdk_job(
+        offline_aws, tmp_path, "stopped",
+        {**TINY["ppo"], "stop__iterations": 100000, "checkpoint__every": 3},
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=40),
+    )  # fmt: skip
+    log = "\n".join(lines)
+    assert "MaxRuntimeInSeconds (40) reached" in log
+    assert "ddrl-init: SIGTERM -> training" in log, log[-3000:]
+    assert "stopped on SIGTERM after checkpointing" in log, log[-3000:]
+    assert job.exit_code == 0, log[-3000:]
+    bucket, key = parse_s3_url(job.model_artifact)
+    (tmp_path / "model.tar.gz").write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    with tarfile.open(tmp_path / "model.tar.gz") as tar:
+        names = tar.getnames()
+    assert "model.json" in names and any(n.endswith("rllib_checkpoint.json") for n in names), names
+
+
+def test_the_notebooks_offline_server_logs_to_a_file_not_to_the_cells(monkeypatch, capfd):
+    """What the notebook's MODE=local starts: its HTTP access lines and the tracebacks of calls it
+    does not implement (the SDK's iam:SimulatePrincipalPolicy) go to a file, not to the cells."""
+    import boto3
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                 "SAGEMAKER_VALIDATE_ROLE"):  # fmt: skip
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    server = aws_server.start_offline_aws("us-west-2")
+    try:
+        s3 = boto3.client("s3", region_name="us-west-2")
+        s3.create_bucket(
+            Bucket="quiet-test", CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+        )
+        s3.list_objects_v2(Bucket="quiet-test")
+        iam = boto3.client("iam", region_name="us-west-2")
+        with pytest.raises(Exception):
+            iam.simulate_principal_policy(
+                PolicySourceArn="arn:aws:iam::123456789012:role/x", ActionNames=["s3:GetObject"]
+            )
+    finally:
+        server.stop()
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+    printed = capfd.readouterr()
+    assert "HTTP/1.1" not in printed.out + printed.err and "Traceback" not in printed.err, printed
+    log = aws_server.OFFLINE_SERVER_LOG.read_text()
+    assert "PUT /quiet-test HTTP/1.1" in log and "NotImplementedError" in log
+
+
+def test_the_shipped_package_holds_no_offline_stand_in():
+    """sagemaker_rl is what the image ships: every module imports without the offline stand-ins
+    (sagemaker_offline) and without moto."""
+    import pkgutil
+
+    import sagemaker_rl
+
+    names = [m.name for m in pkgutil.iter_modules(sagemaker_rl.__path__, "sagemaker_rl.")]
+    assert "sagemaker_rl.local_mode" not in names and "sagemaker_rl.pipeline" in names
+    code = (
+        "import importlib, sys; sys.modules['sagemaker_offline'] = None; sys.modules['moto'] = None; "
+        f"[importlib.import_module(n) for n in {names!r}]; print('imported', len({names!r}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == str(len(names))
