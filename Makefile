@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_NAME := demo-sac-$(shell date +%Y%m%d-%H%M%S)
 DEMO_SECONDS ?= 180
 
-.PHONY: help install install-bench install-pybulletgym lint format demo test test-fast clean-results
+.PHONY: help install install-bench install-pybulletgym image lint format demo test test-fast clean-results
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -46,6 +46,11 @@ $(PYBULLETGYM_STAMP): $(STAMP)
 	touch $(PYBULLETGYM_STAMP)
 
 install-pybulletgym: $(PYBULLETGYM_STAMP)  ## install PyBullet Gymperium from PYBULLETGYM_SRC (the vendored copy)
+
+# The SageMaker training image, built where image registries are out of reach: a debootstrap base
+# and the pinned wheels from this machine (needs a Docker daemon; see aws-sagemaker/rl-ray-pybullet).
+image: $(STAMP)  ## build the SageMaker training image (ddrl-rl-ray-pybullet:local) offline
+	$(PY) -m sagemaker_offline.image
 
 demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summarise, plot it
 	cd cte-power && ../$(PY) scripts/train/train-bullet-envs.py \

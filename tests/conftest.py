@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# the SageMaker tests' fixtures (a moto server, the offline AWS session)
+pytest_plugins = ["sagemaker_support"]
+
 REPO = Path(__file__).resolve().parents[1]
 CTE_POWER = REPO / "cte-power"
 TRAIN_BULLET = CTE_POWER / "scripts" / "train" / "train-bullet-envs.py"

@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagemaker_offline.contract_writer import container_environment, write_contract
+from sagemaker_rl import pipeline
 from sagemaker_rl.contract import Contract
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,7 +114,6 @@ def run_entry_point(
 
 def stage_job(base: Path, script: str, hyperparameters: dict, **contract_kwargs) -> Contract:
     """A training container as SageMaker lays it out, with the staged source in its code channel."""
-    from sagemaker_rl import pipeline
 
     staged = pipeline.stage_source(base.parent / f"{base.name}-source")
     assert (staged / script).is_file()
@@ -154,3 +156,101 @@ def run_hosts(
 
 def metric_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("#metrics ")]
+
+
+# ---------------------------------------------- fixtures (tests/conftest.py's pytest_plugins)
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def offline_aws(moto_endpoint, monkeypatch):
+    for name, value in {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+    }.items():
+        monkeypatch.setenv(name, value)
+    import boto3
+
+    session = boto3.Session(region_name="us-west-2")
+    pipeline.ensure_bucket(session.client("s3"), "ddrl-test", "us-west-2")
+    return session
+
+
+def run_sdk_job(
+    offline_aws,
+    tmp_path,
+    name: str,
+    hyperparameters: dict,
+    image: str | None = None,
+    **trainer_options,
+):
+    """A job made by SDK v3's ModelTrainer on the offline API, run by local mode (in the Docker
+    image ``image`` when given): (job, log lines)."""
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.train import ModelTrainer
+    from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode
+
+    from sagemaker_offline import local_mode
+
+    trainer = ModelTrainer(
+        training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
+        role=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        base_job_name=name,
+        sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
+        source_code=SourceCode(
+            source_dir=str(pipeline.stage_source(tmp_path / "source")),
+            entry_script="train-humanoid-ppo.py",
+        ),
+        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
+        output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
+        hyperparameters=hyperparameters,
+        **trainer_options,
+    )
+    trainer.train(wait=False, logs=False)
+    lines = []
+    job = local_mode.run_job(
+        trainer._latest_training_job.training_job_name,
+        offline_aws,
+        work_dir=tmp_path / "jobs",
+        echo=lines.append,
+        check=False,
+        image=image,
+    )
+    return job, lines
+
+
+@pytest.fixture(scope="session")
+def docker_image_or_none():
+    """The pipeline's real training image (built once, Docker's cache makes that seconds after
+    the first time; `.ci/run` builds it before the tests), or None without Docker. CI has Docker:
+    there its absence is a failure, not a skip."""
+    from sagemaker_offline import image
+
+    why = image.why_docker_unavailable()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI builds and runs the training image, but {why}")
+        return None
+    if os.environ.get("DDRL_TEST_IMAGE"):  # built just before the tests (.ci/run: make image)
+        return os.environ["DDRL_TEST_IMAGE"]
+    return image.build(progress=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def docker_image(docker_image_or_none):
+    if docker_image_or_none is None:
+        from sagemaker_offline import image
+
+        pytest.skip(f"the training image needs Docker: {image.why_docker_unavailable()}")
+    return docker_image_or_none

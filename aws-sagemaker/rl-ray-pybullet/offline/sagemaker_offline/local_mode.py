@@ -22,8 +22,13 @@ machine allows it: root, or user namespaces), with the image's ``BASH_ENV``, and
 training only through ``sagemaker_rl.init``, as in the cloud. Elsewhere the stop signals the
 host's process group, which hides a PID 1 that forwards nothing (the run says so).
 
-What it cannot reproduce: the image itself (the job runs in this Python environment, which has
-the same pinned requirements as the image), instance sizes, and spot interruptions.
+With ``image=`` (a tag that ``sagemaker_offline.image`` built), each host runs in that real
+container instead: ``/opt/ml`` is the host's tree mounted, the image's own environment and
+``BASH_ENV``, the job's command as the container's PID 1, and a stop is ``docker kill --signal
+TERM``, which SageMaker's stop is too. Without it, the job runs in this Python environment, which
+has the same pinned requirements as the image.
+
+What it cannot reproduce: instance sizes and spot interruptions.
 """
 
 from __future__ import annotations
@@ -176,8 +181,10 @@ def run_job(
     echo=print,
     sync_s: float = 5.0,
     check: bool = True,
+    image: str | None = None,
 ) -> LocalJob:
-    """Run the training job ``job_name`` (already created through the SageMaker API) here."""
+    """Run the training job ``job_name`` (already created through the SageMaker API) here; in
+    the Docker image ``image`` when given."""
     import boto3
 
     session = boto_session or boto3.Session()
@@ -248,7 +255,7 @@ def run_job(
             if restored and host == hosts[0]:
                 echo(f"[local mode] restored {restored} checkpoint file(s) from {checkpoint_uri}")
         drivers = base / "input" / "data" / "sm_drivers"
-        for path in drivers.rglob("*"):
+        for path in drivers.rglob("*") if image is None else ():  # a container has /opt/ml
             if path.is_file() and path.suffix in (".py", ".sh", ".json"):
                 path.write_text(path.read_text().replace("/opt/ml", str(base)))
         bases[host] = base
@@ -283,10 +290,19 @@ def run_job(
                 echo(shown)
             shippers[host].add(line)
 
-    as_pid1 = pid_namespace_prefix()
-    if not as_pid1:
+    as_pid1 = [] if image else pid_namespace_prefix()
+    if not as_pid1 and not image:
         echo("[local mode] no PID namespaces here: a stop signals each host's process group")
+    containers = {host: f"{job_name}-{host}-{int(started)}" for host in hosts} if image else {}
     for host in hosts:
+        if image:
+            processes[host] = subprocess.Popen(
+                _docker_run(image, containers[host], bases[host], command, env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            continue
         host_env = {
             **env,
             "DDRL_SM_BASE_DIR": str(bases[host]),
@@ -323,8 +339,14 @@ def run_job(
                 f"[local mode] MaxRuntimeInSeconds ({max_runtime}) reached: stopping the job (SIGTERM)"
             )
             stopped = True
-            for p in processes.values():
-                _stop(p, as_pid1)
+            for host, p in processes.items():
+                if image:  # SageMaker's stop: SIGTERM to the container's PID 1
+                    subprocess.run(
+                        ["docker", "kill", "--signal", "TERM", containers[host]],
+                        capture_output=True,
+                    )
+                else:
+                    _stop(p, as_pid1)
     for thread in pumps:
         thread.join(timeout=10)
     log.close()
@@ -368,6 +390,17 @@ def run_job(
     if check and exit_code:
         raise UserError(f"local training job {job_name} failed: {failure} (log: {log_file})")
     return job
+
+
+def _docker_run(image: str, name: str, base: Path, command: list[str], env: dict) -> list[str]:
+    """``docker run`` of one host: its /opt/ml tree mounted, the job's command as PID 1, the
+    job's and SageMaker's variables (not this machine's PATH or Python: the image has its own)."""
+    passed = {k: v for k, v in env.items() if k not in _KEPT_VARIABLES and not k.startswith("AWS_")}
+    run = ["docker", "run", "--rm", "--name", name, "--network", "host", "--shm-size", "2g"]
+    run += ["-v", f"{base}:/opt/ml", "--entrypoint", command[0]]
+    for key, value in sorted(passed.items()):
+        run += ["-e", f"{key}={value}"]
+    return [*run, image, *command[1:]]
 
 
 #: what the image sets as BASH_ENV (see the Dockerfile): it makes PID 1 sagemaker_rl.init
