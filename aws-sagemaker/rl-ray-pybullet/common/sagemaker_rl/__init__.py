@@ -3,8 +3,8 @@
 - ``contract``: the training-container contract (/opt/ml/..., SM_* variables), overridable base;
 - ``hyperparameters``: estimator hyperparameters <-> config overrides (dots as ``__``) and options;
 - ``ray_launcher``: what the entry points run: Ray sized to the job's hosts, training, export;
-- ``cluster``: Ray head on algo-1, worker nodes on the other hosts, token auth, clean exit;
-- ``rendezvous``: heterogeneous scaling, two jobs meeting through S3;
+- ``cluster``: Ray head on algo-1 (or the learner group's first host), worker nodes on the
+  other hosts, token auth, clean exit;
 - ``callbacks``: #metrics lines and videos at checkpoints; ``metrics``: the regexes for them;
 - ``artifacts``: the model artifact (policy + experiment config); ``video``: record a policy;
 - ``evaluate``: the evaluation job; ``serve``: an inference server for a SageMaker endpoint;

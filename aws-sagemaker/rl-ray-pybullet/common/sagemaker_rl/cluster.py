@@ -1,10 +1,11 @@
-"""One Ray cluster over a SageMaker job's hosts (and, heterogeneous, over two jobs' hosts).
+"""One Ray cluster over a SageMaker job's hosts (of one instance group, or several).
 
 The nodes, the waits and name resolution are ``ddrl.ray_cluster``'s, the launcher Slurm jobs use
 too; what is SageMaker's own is here: which host is the head, the token, the end-of-training
 notice to the workers.
 
-The first host (``algo-1``) starts the Ray head and runs the training driver; every other host
+The head host (``algo-1``, or the learner group's first host) starts the Ray head and runs the
+training driver; every other host
 starts a Ray worker node that joins the head, then waits. When training ends, the head tells each
 worker node so by running a tiny task *on* that node, which writes a status file there; the
 worker's launcher sees it, stops its node and exits 0. A worker whose head disappears without
@@ -113,9 +114,7 @@ def release_workers(status: str, timeout: float = 30) -> int:
 
 
 # ----------------------------------------------------------------------------------- worker
-def serve_as_worker(
-    node: RayNode, head_host: str, head_port: int, still_wanted=None, poll_s: float = 1.0
-) -> int:
+def serve_as_worker(node: RayNode, head_host: str, head_port: int, poll_s: float = 1.0) -> int:
     """Keep our worker node up until the head says training ended; return the exit code."""
     status_file = Path(node.env[STATUS_FILE_VARIABLE])
     status_file.parent.mkdir(parents=True, exist_ok=True)
@@ -133,12 +132,6 @@ def serve_as_worker(
                 status = json.loads(status_file.read_text()).get("status", "?")
                 print(
                     f"{node.host}: the head says training ended ({status}); stopping this node",
-                    flush=True,
-                )
-                return 0
-            if still_wanted is not None and not still_wanted():
-                print(
-                    f"{node.host}: the rendezvous says training ended; stopping this node",
                     flush=True,
                 )
                 return 0

@@ -3,7 +3,8 @@
 SageMaker starts the container with this layout under ``/opt/ml`` (the *base* folder)::
 
     input/config/hyperparameters.json   the estimator's hyperparameters (every value a string)
-    input/config/resourceconfig.json    current_host, hosts (algo-1, algo-2...), instance type
+    input/config/resourceconfig.json    current_host, hosts (algo-1, algo-2...), instance type, and
+                                        instance_groups (name, instance type, hosts of each)
     input/config/inputdataconfig.json   one entry per input channel
     input/data/<channel>/               each channel's files (code, model...)
     model/                              the final model: tarred to <output path>/<job>/output/model.tar.gz
@@ -32,6 +33,15 @@ DEFAULT_BASE_DIR = "/opt/ml"
 BASE_DIR_VARIABLE = "DDRL_SM_BASE_DIR"
 #: ``algo-1=127.0.0.2,algo-2=127.0.0.3``: host name -> address, instead of DNS (tests, local mode).
 HOST_IPS_VARIABLE = "DDRL_SM_HOST_IPS"
+
+
+@dataclass(frozen=True)
+class InstanceGroup:
+    """One instance group of a (heterogeneous) job: its name, instance type and hosts."""
+
+    name: str
+    instance_type: str
+    hosts: list[str]
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,39 @@ class Contract:
     @property
     def instance_type(self) -> str:
         return self.resource_config().get("current_instance_type", "local")
+
+    @property
+    def instance_groups(self) -> list[InstanceGroup]:
+        """The job's instance groups as SageMaker lists them (a homogeneous job: one group)."""
+        config = self.resource_config()
+        groups = config.get("instance_groups") or [
+            {
+                "instance_group_name": config.get("current_group_name", "homogeneousCluster"),
+                "instance_type": config.get("current_instance_type", "local"),
+                "hosts": config["hosts"],
+            }
+        ]
+        return [
+            InstanceGroup(
+                g["instance_group_name"], g["instance_type"], sorted(g["hosts"], key=_host_key)
+            )
+            for g in groups
+        ]
+
+    def learner_group(self, name: str | None = None) -> InstanceGroup:
+        """The group whose first host runs the Ray head, the driver and the learner: ``name``, else
+        the only group, else the (first) group of GPU instances, else the first group."""
+        groups = self.instance_groups
+        if name is not None:
+            for group in groups:
+                if group.name == name:
+                    return group
+            raise UserError(
+                f"learner_group {name!r} is not one of the job's instance groups: "
+                f"{', '.join(g.name for g in groups)}."
+            )
+        gpu = [g for g in groups if g.instance_type.startswith(GPU_FAMILIES)]
+        return (gpu or groups)[0]
 
     @property
     def job_name(self) -> str:

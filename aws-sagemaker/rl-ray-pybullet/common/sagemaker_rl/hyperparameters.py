@@ -36,7 +36,6 @@ class Option:
     default: Any
     help: str
     minimum: float | None = None
-    choices: tuple | None = None
 
 
 #: Launcher options of the training entry points (hyperparameters without ``__``).
@@ -62,19 +61,11 @@ TRAIN_OPTIONS: dict[str, Option] = {
     "join_timeout_s": Option(
         int, 600, "seconds the head waits for every host to join its Ray cluster", 1
     ),
-    "role": Option(
-        str,
-        "primary",
-        "heterogeneous scaling: 'primary' runs the head and the driver, 'secondary' only joins",
-        choices=("primary", "secondary"),
-    ),
-    "rendezvous_s3_uri": Option(
+    "learner_group": Option(
         str,
         None,
-        "heterogeneous scaling: where the primary job publishes its Ray head (s3://bucket/prefix)",
-    ),
-    "secondary_instance_count": Option(
-        int, 0, "heterogeneous scaling: hosts of the secondary job the primary waits for", 0
+        "heterogeneous jobs: the instance group whose first host runs the Ray head, the driver "
+        "and the learner (default: the GPU group, else the first)",
     ),
 }
 
@@ -195,10 +186,6 @@ def _convert(name: str, text: str, option: Option) -> Any:
     if option.minimum is not None and value < option.minimum:
         raise UserError(
             f"hyperparameter '{name}' must be at least {option.minimum:g}, got {value} ({option.help})."
-        )
-    if option.choices and value not in option.choices:
-        raise UserError(
-            f"hyperparameter '{name}' must be one of {', '.join(option.choices)}, got {value!r}."
         )
     return value
 

@@ -44,6 +44,8 @@ class Parameters:
     use_spot: bool
     region: str
     bucket: str | None = None
+    sampler_instance_type: str | None = None
+    sampler_instance_count: int = 0
 
     def check(self) -> "Parameters":
         if self.algorithm.lower() not in ENTRY_SCRIPTS:
@@ -56,13 +58,57 @@ class Parameters:
             raise UserError(
                 f"MODE {self.mode!r} must be 'local' (offline: moto + this machine) or 'aws'."
             )
-        if not self.instance_type.startswith("ml."):
+        for name, kind in (
+            ("INSTANCE_TYPE", self.instance_type),
+            (
+                "SAMPLER_INSTANCE_TYPE",
+                self.sampler_instance_type if self.sampler_instance_count else None,
+            ),
+        ):
+            if kind is not None and not str(kind).startswith("ml."):
+                raise UserError(
+                    f"{name} {kind!r}: SageMaker instance types start with 'ml.' (e.g. ml.c5.4xlarge)."
+                )
+        if self.sampler_instance_count and not self.sampler_instance_type:
             raise UserError(
-                f"INSTANCE_TYPE {self.instance_type!r}: SageMaker instance types start with 'ml.' (e.g. ml.c5.4xlarge)."
+                "SAMPLER_INSTANCE_COUNT > 0 needs SAMPLER_INSTANCE_TYPE, e.g. ml.c5.4xlarge."
             )
         if int(self.instance_count) < 1:
             raise UserError(f"INSTANCE_COUNT must be at least 1, got {self.instance_count}.")
+        if int(self.sampler_instance_count) < 0:
+            raise UserError(
+                f"SAMPLER_INSTANCE_COUNT must be 0 or more, got {self.sampler_instance_count}."
+            )
         return self
+
+    @property
+    def instance_groups(self) -> list[tuple[str, str, int]]:
+        """(name, instance type, count): one group, or the learner group and the samplers."""
+        if not self.sampler_instance_count:
+            return [("homogeneousCluster", self.instance_type, int(self.instance_count))]
+        return [
+            ("learner", self.instance_type, int(self.instance_count)),
+            ("samplers", self.sampler_instance_type, int(self.sampler_instance_count)),
+        ]
+
+    def compute(self):
+        """SDK v3's ``Compute`` of the training job: its instances, or its two instance groups (a
+        heterogeneous cluster in one job: the learner group runs the Ray head, driver and learner,
+        the samplers' hosts only env runners; they share the job's network, no VPC needed)."""
+        from sagemaker.core.training.configs import Compute, InstanceGroup
+
+        options = {"enable_managed_spot_training": self.use_spot, "volume_size_in_gb": 30}
+        if not self.sampler_instance_count:
+            return Compute(
+                instance_type=self.instance_type, instance_count=int(self.instance_count), **options
+            )
+        return Compute(
+            instance_groups=[
+                InstanceGroup(instance_group_name=name, instance_type=kind, instance_count=count)
+                for name, kind, count in self.instance_groups
+            ],
+            **options,
+        )
 
     @property
     def entry_script(self) -> str:
@@ -417,19 +463,29 @@ def estimate_cost(instance_type: str, count: int, hours: float, spot: bool) -> s
 
 def job_cost(description: dict, mode: str) -> str:
     """What a finished job cost (SageMaker bills BillableTimeInSeconds per instance)."""
-    instance = description["ResourceConfig"]["InstanceType"]
-    count = description["ResourceConfig"].get("InstanceCount", 1)
-    price = hourly_price(instance)
+    resources = description["ResourceConfig"]
+    groups = [
+        (g["InstanceType"], int(g.get("InstanceCount", 1)))
+        for g in resources.get("InstanceGroups")
+        or [
+            {
+                "InstanceType": resources["InstanceType"],
+                "InstanceCount": resources.get("InstanceCount", 1),
+            }
+        ]
+    ]
     billable = description.get("BillableTimeInSeconds")
+    kinds = " + ".join(f"{count} x {kind}" for kind, count in groups)
+    prices = [hourly_price(kind) for kind, _ in groups]
     if mode == "local" or billable is None:
-        return (
-            f"$0 (ran on this machine); on AWS, {instance} costs ${price or 0:.3f}/h per instance"
+        listed = ", ".join(
+            f"{kind} ${price or 0:.3f}/h" for (kind, _), price in zip(groups, prices)
         )
-    if price is None:
-        return f"{billable} billable seconds on {instance} (price not in the table)"
-    return (
-        f"{billable} billable s x {count} x ${price:.3f}/h = ${billable / 3600 * price * count:.3f}"
-    )
+        return f"$0 (ran on this machine); on AWS, per instance: {listed}"
+    if None in prices:
+        return f"{billable} billable seconds on {kinds} (a price not in the table)"
+    cost = sum(billable / 3600 * price * count for (_, count), price in zip(groups, prices))
+    return f"{billable} billable s on {kinds} = ${cost:.3f}"
 
 
 def wait_until(check, timeout: float, poll_s: float = 10.0, what: str = "condition"):

@@ -4,13 +4,14 @@ What an entry point (``src/train-humanoid-*.py``) calls. On every host of the jo
 
 1. reads the training-container contract (:mod:`sagemaker_rl.contract`): hyperparameters,
    hosts, the instance's CPUs/GPUs; hyperparameters become the ``--set`` overrides and options
-   of :mod:`sagemaker_rl.hyperparameters` and the experiment is validated by ``ddrl.pipeline.rllib_config``
+   of :mod:`sagemaker_rl.hyperparameters` and the experiment is validated by ``ddrl.pipeline.validation``
    exactly as on the cluster (bad input: one ``error:`` line, exit 2, written to
    ``/opt/ml/output/failure`` so that it is the job's FailureReason);
 2. starts Ray sized to the instance: one host, a local Ray with its CPUs/GPUs; several hosts, a
-   Ray head on ``algo-1`` that the others join (:mod:`sagemaker_rl.cluster`, token auth on);
-   heterogeneous scaling, a secondary job's hosts join the primary's head found through S3
-   (:mod:`sagemaker_rl.rendezvous`);
+   Ray head that the others join (:mod:`sagemaker_rl.cluster`, token auth on), on ``algo-1`` or,
+   in a heterogeneous job (SageMaker instance groups: a GPU group learns, CPU groups sample), on
+   the learner group's first host; ``env_runners.num_env_runners=auto`` counts the CPUs of the
+   whole cluster once every host has joined;
 3. on the head, runs ``ddrl.pipeline.training.run`` with Tune's results in ``/opt/ml/checkpoints/<name>``
    (SageMaker syncs that folder with the job's checkpoint S3 URI and puts it back when a spot job
    restarts, so a restarted job resumes from its newest checkpoint), printing ``#metrics`` lines
@@ -26,7 +27,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 from ddrl.errors import UserError
@@ -88,24 +88,16 @@ class Launcher:
         self.name = self.options["name"] or name
         self.hosts = contract.hosts
         self.host = contract.current_host
-        self.rank = self.hosts.index(self.host)
+        # the head (and driver, learner) on the learner group's first host: algo-1 in a
+        # homogeneous job; in a heterogeneous one, the GPU group's unless learner_group says
+        self.learner_group = contract.learner_group(self.options["learner_group"])
+        self.head = self.learner_group.hosts[0]
+        self.rank = ([self.head] + [h for h in self.hosts if h != self.head]).index(self.host)
         self.cpus = self.options["ray_num_cpus"] or num_cpus()
         self.gpus = (
             self.options["ray_num_gpus"] if self.options["ray_num_gpus"] is not None else num_gpus()
         )
-        self.role = self.options["role"]
-        self.secondary = self.options["secondary_instance_count"]
-        self.rendezvous = None
-        if self.role == "secondary" or self.secondary:
-            if not self.options["rendezvous_s3_uri"]:
-                raise UserError(
-                    "heterogeneous scaling (role=secondary or secondary_instance_count>0) needs the "
-                    "rendezvous_s3_uri hyperparameter: an S3 prefix both jobs can read and write."
-                )
-            from sagemaker_rl.rendezvous import Rendezvous
-
-            self.rendezvous = Rendezvous(self.options["rendezvous_s3_uri"])
-        self.multi_node = len(self.hosts) > 1 or self.rendezvous is not None
+        self.multi_node = len(self.hosts) > 1
 
     # ------------------------------------------------------------------------------ config
     def _config_path(self, config: str) -> Path:
@@ -118,7 +110,7 @@ class Launcher:
         return paths.resolve_config_path(config)
 
     def load_experiment(self):
-        from ddrl.pipeline import resources, validation
+        from ddrl.pipeline import validation
 
         overrides = list(self.overrides)
         if self.multi_node:
@@ -128,57 +120,51 @@ class Launcher:
                 f"resources.custom_resources_for_main_process={{{HEAD_RESOURCE}: 0.01}}"
             )
         auto = [o for o in overrides if o.replace(" ", "") == "env_runners.num_env_runners=auto"]
-        if auto:
-            if self.rendezvous is not None:
-                raise UserError(
-                    "env_runners__num_env_runners=auto counts the CPUs of this job's hosts only; with "
-                    "heterogeneous scaling give the number of env runners explicitly."
-                )
-            overrides = [o for o in overrides if o not in auto]
-            probe = validation.load_experiment(
-                self.config_path, self.toolkit, overrides + ["env_runners.num_env_runners=0"]
-            )
-            driver = resources.required_per_trial(probe)
-            per_runner = float(
-                (probe.rllib.get("env_runners") or {}).get("num_cpus_per_env_runner", 1) or 1
-            )
-            runners = max(0, int((self.cpus * len(self.hosts) - driver.cpus) // per_runner))
-            say(
-                f"env_runners.num_env_runners=auto: {runners} ({self.cpus} CPU(s) x {len(self.hosts)} host(s), "
-                f"{driver.cpus:g} for the driver and learners)"
-            )
-            overrides.append(f"env_runners.num_env_runners={runners}")
-        return validation.load_experiment(self.config_path, self.toolkit, overrides)
+        self.auto_runners = bool(auto)
+        if auto:  # counted from the CPUs granted: this host's, or the whole cluster's once it is up
+            overrides = [o for o in overrides if o not in auto] + ["env_runners.num_env_runners=0"]
+        self.resolved_overrides = overrides
+        experiment = validation.load_experiment(self.config_path, self.toolkit, overrides)
+        return experiment if not auto or self.multi_node else self.with_auto_runners(self.cpus)
+
+    def with_auto_runners(self, cpus: float):
+        """The experiment with env_runners.num_env_runners=auto resolved for ``cpus`` CPUs in all:
+        every CPU but the driver's and learners', one env runner per num_cpus_per_env_runner."""
+        from ddrl.pipeline import resources, validation
+
+        probe = validation.load_experiment(self.config_path, self.toolkit, self.resolved_overrides)
+        driver = resources.required_per_trial(probe)
+        per_runner = float(
+            (probe.rllib.get("env_runners") or {}).get("num_cpus_per_env_runner", 1) or 1
+        )
+        runners = max(0, int((cpus - driver.cpus) // per_runner))
+        say(
+            f"env_runners.num_env_runners=auto: {runners} ({cpus:g} CPU(s) on {len(self.hosts)} "
+            f"host(s), {driver.cpus:g} for the driver and learners)"
+        )
+        return validation.load_experiment(
+            self.config_path,
+            self.toolkit,
+            self.resolved_overrides + [f"env_runners.num_env_runners={runners}"],
+        )
 
     # --------------------------------------------------------------------------------- run
     def run(self) -> int:
         # every host validates: bad input fails everywhere at once
         experiment = self.load_experiment()
-        if self.role == "secondary":
-            return self.run_worker(head=None)
-        if self.rank > 0:
-            return self.run_worker(head=self.hosts[0])
+        if self.host != self.head:
+            return self.run_worker()
         return self.run_driver(experiment)
 
-    def run_worker(self, head: str | None) -> int:
+    def run_worker(self) -> int:
         from ddrl import ray_cluster
         from sagemaker_rl import cluster
 
-        token, source = cluster.auth_token(
-            self.options["rendezvous_s3_uri"] or self.contract.job_name
-        )
+        token, source = cluster.auth_token(self.contract.job_name)
         ray_cluster.enable_token_auth(token)
         timeout = self.options["join_timeout_s"]
-        if head is None:
-            record = self.rendezvous.wait_for_head(timeout)
-            head_host, head_port = record["address"].rsplit(":", 1)
-            head_port = int(head_port)
-            what = f"the primary job's Ray head (from {self.rendezvous.uri})"
-            still_wanted = _every(10, lambda: self.rendezvous.finished() is None)
-        else:
-            head_host, head_port = resolve_host(head), cluster.gcs_port()
-            what = f"the Ray head on {head}"
-            still_wanted = None
+        head_host, head_port = resolve_host(self.head), cluster.gcs_port()
+        what = f"the Ray head on {self.head}"
         say(
             f"{self.host} is a Ray worker node; waiting for {what} at {head_host}:{head_port} (token {source})"
         )
@@ -186,7 +172,7 @@ class Launcher:
         node = cluster.sagemaker_node(
             host=self.host,
             ip=resolve_host(self.host),
-            rank=self.rank + (1 if self.role == "secondary" else 0) * 1000,
+            rank=self.rank,
             cpus=self.cpus,
             gpus=self.gpus,
             log_file=self.contract.output_data_dir / f"ray-{self.host}.log",
@@ -194,7 +180,7 @@ class Launcher:
             status_file=self.contract.scratch_dir / "cluster-status.json",
         )
         signal.signal(signal.SIGTERM, _exit_on_signal)
-        return cluster.serve_as_worker(node, head_host, head_port, still_wanted)
+        return cluster.serve_as_worker(node, head_host, head_port)
 
     def _model_extra(self) -> dict:
         """What model.json says of the job, besides the policy."""
@@ -202,7 +188,11 @@ class Launcher:
             "job": self.contract.job_name,
             "instance_type": self.contract.instance_type,
             "instance_count": len(self.hosts),
-            "secondary_instance_count": self.secondary,
+            "instance_groups": {
+                g.name: {"instance_type": g.instance_type, "hosts": g.hosts}
+                for g in self.contract.instance_groups
+            },
+            "learner_group": self.learner_group.name,
         }
 
     def run_driver(self, experiment) -> int:
@@ -224,15 +214,20 @@ class Launcher:
                 f"'{self.name}' with other settings; give the job a new checkpoint S3 URI, or the "
                 "same hyperparameters to resume it."
             ) from None
-        needed = resources.required_per_trial(experiment)
         callbacks.configure(self._video_settings())
         node = None
         status = "failed"
         code = 1
         try:
             if self.multi_node:
-                node = self._start_head(needed)
+                node, cluster_cpus = self._start_head()
+                if self.auto_runners:
+                    experiment = self.with_auto_runners(cluster_cpus)
+                resources.check_fits(
+                    resources.required_per_trial(experiment), resources.ray_cluster()
+                )
             else:
+                needed = resources.required_per_trial(experiment)
                 os.environ.pop("RAY_ADDRESS", None)
                 granted = resources.Resources(
                     self.cpus,
@@ -302,17 +297,16 @@ class Launcher:
         )
 
     # ---------------------------------------------------------------------------- cluster
-    def _start_head(self, needed):
+    def _start_head(self):
+        """This host's Ray head, once every host of the job has joined: (node, cluster CPUs)."""
         from ddrl import ray_cluster
         from ddrl.pipeline import ray_runtime, resources
         from sagemaker_rl import cluster
 
-        token, source = cluster.auth_token(
-            self.options["rendezvous_s3_uri"] or self.contract.job_name
-        )
+        token, source = cluster.auth_token(self.contract.job_name)
         ray_cluster.enable_token_auth(token)
         ip, port = resolve_host(self.host), cluster.gcs_port()
-        expected = len(self.hosts) + self.secondary
+        expected = len(self.hosts)
         node = cluster.sagemaker_node(
             host=self.host,
             ip=ip,
@@ -322,8 +316,11 @@ class Launcher:
             log_file=self.contract.output_data_dir / f"ray-{self.host}.log",
             port=port,
         )
+        groups = self.contract.instance_groups
         say(
-            f"{self.host} runs the Ray head at {ip}:{port} (token {source}); waiting for {expected} node(s)"
+            f"{self.host} ({self.learner_group.name}) runs the Ray head at {ip}:{port} (token {source}); "
+            f"waiting for {expected} node(s)"
+            + (f" in {len(groups)} instance groups" if len(groups) > 1 else "")
         )
         node.start()
         try:
@@ -331,20 +328,14 @@ class Launcher:
             os.environ["RAY_ADDRESS"] = f"{ip}:{port}"
             os.environ["DDRL_NODE_IP"] = ip
             say(ray_runtime.start_ray())
-            if self.rendezvous is not None:
-                self.rendezvous.publish_head(f"{ip}:{port}", self.contract.job_name)
-                say(f"published the head at {self.rendezvous.uri}")
-            describe = ", ".join(self.hosts) + (
-                f" and {self.secondary} secondary host(s)" if self.secondary else ""
-            )
+            describe = "; ".join(f"{g.name}: {', '.join(g.hosts)}" for g in groups)
             alive = ray_cluster.wait_for_nodes(expected, self.options["join_timeout_s"], describe)
             total = resources.ray_cluster()
             say(f"Ray cluster up: {len(alive)} node(s), {total}")
-            resources.check_fits(needed, total)
         except BaseException:
             self._stop_head(node, "failed")
             raise
-        return node
+        return node, total.cpus
 
     def _stop_head(self, node, status: str) -> None:
         from ddrl.pipeline import ray_runtime
@@ -357,26 +348,9 @@ class Launcher:
                 heard = cluster.release_workers(status)
                 say(f"told {heard} worker node(s) that training ended ({status})")
         finally:
-            if self.rendezvous is not None:
-                try:
-                    self.rendezvous.mark_finished(status)
-                except Exception as err:  # S3 unreachable: the secondaries still hear it from Ray
-                    say(f"could not mark the rendezvous finished: {err}")
             ray_runtime.stop_ray()
             node.stop()
             os.environ.pop("RAY_ADDRESS", None)
-
-
-def _every(seconds: float, check):
-    """``check`` at most every ``seconds`` (S3 polls), True in between."""
-    last = {"t": 0.0, "value": True}
-
-    def wrapped() -> bool:
-        if time.time() - last["t"] >= seconds:
-            last["t"], last["value"] = time.time(), check()
-        return last["value"]
-
-    return wrapped
 
 
 def _exit_on_signal(signum, frame):

@@ -18,11 +18,14 @@ def write_contract(
     current_host: str = "algo-1",
     instance_type: str = "ml.c5.4xlarge",
     channels: dict[str, str | os.PathLike | None] | None = None,
+    instance_groups: list[tuple[str, str, list[str]]] | None = None,
 ) -> Contract:
     """Lay out a training container's folders and config files under ``base``, as SageMaker does.
 
     ``hyperparameters`` values are stored as strings (JSON for non-strings), as the API stores
     them. ``channels`` maps a channel name to a folder to copy into ``input/data/<name>`` (or None).
+    ``instance_groups``: (name, instance type, hosts) of a heterogeneous job; then ``hosts`` and
+    ``instance_type`` follow from them.
     """
     import shutil
 
@@ -32,20 +35,19 @@ def write_contract(
         str(k): v if isinstance(v, str) else json.dumps(v) for k, v in hyperparameters.items()
     }
     contract.hyperparameters_file.write_text(json.dumps(as_strings, indent=2))
-    hosts = list(hosts)
+    groups = instance_groups or [("homogeneousCluster", instance_type, list(hosts))]
+    hosts = [host for _, _, group_hosts in groups for host in group_hosts]
+    current = next(g for g in groups if current_host in g[2])
     contract.resource_config_file.write_text(
         json.dumps(
             {
                 "current_host": current_host,
-                "current_instance_type": instance_type,
-                "current_group_name": "homogeneousCluster",
+                "current_instance_type": current[1],
+                "current_group_name": current[0],
                 "hosts": hosts,
                 "instance_groups": [
-                    {
-                        "instance_group_name": "homogeneousCluster",
-                        "instance_type": instance_type,
-                        "hosts": hosts,
-                    }
+                    {"instance_group_name": name, "instance_type": kind, "hosts": list(members)}
+                    for name, kind, members in groups
                 ],
                 "network_interface_name": "eth0",
             },

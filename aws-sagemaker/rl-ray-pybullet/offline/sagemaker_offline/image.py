@@ -5,7 +5,7 @@ package index; neither is reachable from this project's CI. So, with the same Do
 
 1. the base is Debian bookworm made with ``debootstrap`` (Python 3.11, as the slim image) and
    ``docker import``-ed as ``ddrl-base:bookworm``, once per machine (about 3 minutes);
-2. the wheels of ``requirements.txt`` (and the image's boto3 pin) are downloaded on the host
+2. the wheels of ``requirements.txt`` (and any pin the Dockerfile adds) are downloaded on the host
    (``pip download``, which reaches the registries through the host's configuration) into a
    wheelhouse, served to the build over HTTP on 127.0.0.1 (``WHEELHOUSE_URL``);
 3. ``docker build --platform linux/amd64 --network host`` builds the image. Docker's layer cache
@@ -107,7 +107,7 @@ def ensure_base(tag: str = BASE_TAG, progress=print) -> str:
 
 
 def image_requirements() -> list[str]:
-    """What the Dockerfile installs: requirements.txt and the pins it names itself (boto3)."""
+    """What the Dockerfile installs: requirements.txt and any pin it names itself."""
     extra = re.findall(r'"([A-Za-z0-9_.\-]+==[0-9][^"\s]*)"', DOCKERFILE.read_text())
     return ["-r", str(REPO_DIR / "requirements.txt"), *extra]
 

@@ -167,6 +167,25 @@ class LocalJob:
         return self.exit_code == 0
 
 
+def instance_groups_of(resource_config: dict) -> list[tuple[str, str, list[str]]]:
+    """(name, instance type, hosts) of each of a job's instance groups, hosts numbered algo-1...
+    across the groups in the order the job lists them, as SageMaker numbers them."""
+    listed = resource_config.get("InstanceGroups") or [
+        {
+            "InstanceGroupName": "homogeneousCluster",
+            "InstanceType": resource_config["InstanceType"],
+            "InstanceCount": resource_config.get("InstanceCount", 1),
+        }
+    ]
+    groups, first = [], 1
+    for group in listed:
+        count = int(group["InstanceCount"])
+        members = [f"algo-{first + i}" for i in range(count)]
+        groups.append((group["InstanceGroupName"], group["InstanceType"], members))
+        first += count
+    return groups
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -200,9 +219,9 @@ def run_job(
             f"job {job_name} has no ContainerEntrypoint: local mode runs jobs created by ModelTrainer "
             "with a SourceCode (the SDK's container driver)."
         )
-    resources = desc["ResourceConfig"]
-    count = int(resources.get("InstanceCount", 1))
-    hosts = [f"algo-{i + 1}" for i in range(count)]
+    groups = instance_groups_of(desc["ResourceConfig"])
+    hosts = [host for _, _, members in groups for host in members]
+    count = len(hosts)
     output_path = desc["OutputDataConfig"]["S3OutputPath"].rstrip("/")
     job_output = f"{output_path}/{job_name}/output"
     checkpoint_uri = (desc.get("CheckpointConfig") or {}).get("S3Uri")
@@ -238,10 +257,9 @@ def run_job(
         write_contract(
             base,
             desc.get("HyperParameters") or {},
-            hosts,
-            host,
-            resources["InstanceType"],
+            current_host=host,
             channels={c["ChannelName"]: None for c in desc.get("InputDataConfig") or []},
+            instance_groups=groups,
         )
         for channel in desc.get("InputDataConfig") or []:
             source = channel["DataSource"].get("S3DataSource")
@@ -274,7 +292,8 @@ def run_job(
             Uploader(s3, bases[host] / "checkpoints", checkpoint_uri, skip_hidden=False)
             for host in hosts
         ]
-    echo(f"[local mode] job {job_name}: {count} host(s) ({resources['InstanceType']}) under {root}")
+    kinds = ", ".join(f"{len(members)} x {kind}" for _, kind, members in groups)
+    echo(f"[local mode] job {job_name}: {count} host(s) ({kinds}) under {root}")
 
     processes = {}
     log = log_file.open("w")
