@@ -48,7 +48,8 @@ def run_notebook(parameters: dict, timeout: int = 600):
         nbformat.v4.new_code_cell(
             'print("RESULT " + json.dumps({"job": JOB_NAME, "model": MODEL_URI, "video": str(VIDEO), "png": str(METRICS_PNG),'
             ' "rows": len(frame), "columns": list(frame.columns), "eval": EVAL_RETURNS, "eval_job": EVAL_JOB,'
-            ' "bucket": BUCKET, "output": OUTPUT_PATH, "source": SOURCE_URI, "checkpoints": CHECKPOINT_URI, "endpoint": ENDPOINT}))'
+            ' "bucket": BUCKET, "output": OUTPUT_PATH, "source": SOURCE_URI, "checkpoints": CHECKPOINT_URI, "endpoint": ENDPOINT,'
+            ' "tensorboard": [str(p.relative_to(TENSORBOARD_DIR)) for p in EVENT_FILES]}))'
         )
     )
     NotebookClient(
@@ -157,6 +158,10 @@ def test_notebook_runs_end_to_end_offline(moto_server, tmp_path):
     } <= set(result["columns"])
     assert (tmp_path / "work" / "figures" / f"{job}-metrics.png").stat().st_size > 10_000
     assert any("image/png" in o.get("data", {}) for o in outputs(notebook, "display_data"))
+    # TensorBoard: the trial's event files, uploaded while training ran, downloaded by the cell
+    assert description["TensorBoardOutputConfig"]["LocalPath"] == "/opt/ml/output/tensorboard"
+    (events,) = result["tensorboard"]
+    assert events.startswith("PPO_HumanoidBulletEnv-v0") and "/events.out.tfevents." in events
     # the newest video, fetched from S3 and shown
     assert result["video"].endswith("HumanoidBulletEnv-v0-PPO-iter000002.mp4")
     assert (

@@ -477,3 +477,69 @@ def test_the_shipped_package_holds_no_offline_stand_in():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-1] == str(len(names))
+
+
+def test_on_aws_the_metrics_are_sagemakers_own_through_training_job_analytics(offline_aws):
+    """MODE="aws" reads the job's metrics as SageMaker publishes them (CloudWatch Metrics, one
+    point a minute) with the SDK's TrainingJobAnalytics; here the points are put into the
+    offline CloudWatch as SageMaker would, for a job recorded in the offline API."""
+    from sagemaker.core.helper.session_helper import Session
+
+    sm = offline_aws.client("sagemaker")
+    sm.create_training_job(
+        TrainingJobName="metrics-job",
+        AlgorithmSpecification={"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1",
+                                "TrainingInputMode": "File"},
+        RoleArn=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        OutputDataConfig={"S3OutputPath": "s3://ddrl-test/jobs"},
+        ResourceConfig={"InstanceType": "ml.c5.4xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        StoppingCondition={"MaxRuntimeInSeconds": 600},
+    )  # fmt: skip
+    started = sm.describe_training_job(TrainingJobName="metrics-job")["TrainingStartTime"]
+    values = {"episode_return_mean": 12.5, "env_steps": 4000.0, "training_iteration": 2.0}
+    offline_aws.client("cloudwatch").put_metric_data(
+        Namespace="/aws/sagemaker/TrainingJobs",
+        MetricData=[
+            {"MetricName": name, "Value": value, "Timestamp": started,
+             "Dimensions": [{"Name": "TrainingJobName", "Value": "metrics-job"}]}
+            for name, value in values.items()
+        ],
+    )  # fmt: skip
+    session = Session(boto_session=offline_aws, default_bucket="ddrl-test")
+    frame = pipeline.job_metrics(session, offline_aws.client("logs"), "metrics-job", "aws")
+    assert len(frame) == 1 and {"minutes", *values} <= set(frame.columns), frame
+    for name, value in values.items():
+        assert frame[name].iloc[0] == value
+    pipeline.plot_metrics(frame, "metrics-job")  # the notebook's figure takes either source
+
+
+def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws):
+    iam, s3, sm, ecr, logs = (
+        offline_aws.client(n) for n in ("iam", "s3", "sagemaker", "ecr", "logs")
+    )
+    for key in ("run/a.txt", "run/sub/b.txt", "other/c.txt"):
+        s3.put_object(Bucket="ddrl-test", Key=key, Body=b"x")
+    assert pipeline.delete_prefix(s3, "ddrl-test", "run/") == 2
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="ddrl-test")["Contents"]] == ["other/c.txt"]
+
+    logs.create_log_group(logGroupName=pipeline.LOG_GROUP)
+    for stream in ("job-1/algo-1-1", "job-1/algo-2-1", "job-2/algo-1-1"):
+        logs.create_log_stream(logGroupName=pipeline.LOG_GROUP, logStreamName=stream)
+    assert pipeline.delete_log_streams(logs, ["job-1"]) == 2
+
+    pipeline.ensure_repository(ecr, "ddrl-cleanup-test")
+    assert pipeline.delete_repository(ecr, "ddrl-cleanup-test")
+    assert not pipeline.delete_repository(ecr, "ddrl-cleanup-test")
+
+    # a deployment that failed after its model: the model goes, the rest was never made
+    role = pipeline.ensure_role(iam, "ddrl-test", name=pipeline.ROLE_NAME)
+    sm.create_model(ModelName="half", ExecutionRoleArn=role,
+                    PrimaryContainer={"Image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1"})  # fmt: skip
+    assert pipeline.delete_endpoint(sm, "half") == ["model"]
+    assert not sm.list_models()["Models"]
+
+    other = pipeline.ensure_role(iam, "ddrl-test", name="someone-elses")
+    assert "kept the role someone-elses" in pipeline.delete_created_role(iam, other)
+    assert pipeline.delete_created_role(iam, role) == f"deleted the role {pipeline.ROLE_NAME}"
+    names = [r["RoleName"] for r in iam.list_roles()["Roles"]]
+    assert pipeline.ROLE_NAME not in names and "someone-elses" in names

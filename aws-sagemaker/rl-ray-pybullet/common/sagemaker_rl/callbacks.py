@@ -1,4 +1,5 @@
-"""Tune callbacks of a SageMaker run: metric lines for CloudWatch, videos at checkpoints.
+"""Tune callbacks of a SageMaker run: metric lines for CloudWatch, videos at checkpoints, the
+model exported at checkpoints, TensorBoard files where SageMaker uploads them.
 
 Tune pickles its callbacks into the experiment state and uses those pickled ones when an
 experiment is resumed (a spot restart), so the callbacks keep no paths or processes of their own:
@@ -76,6 +77,33 @@ class ExportModel(tune.Callback):
             export_model(Path(checkpoint.path).parents[1], self.model_dir, self.extra)
         except Exception as err:  # never fail training over it: the final export runs anyway
             print(f"model export after a checkpoint skipped: {err}", flush=True)
+
+
+class TensorBoardFiles(tune.Callback):
+    """Copy each trial's TensorBoard event files (Tune writes them beside its results) to the
+    job's TensorBoard folder (``/opt/ml/output/tensorboard``), which SageMaker uploads to the
+    job's ``TensorBoardOutputConfig`` S3 path while training runs; one sub-folder per trial."""
+
+    def __init__(self, experiment_dir: Path, tensorboard_dir: Path):
+        self.experiment_dir, self.tensorboard_dir = Path(experiment_dir), Path(tensorboard_dir)
+
+    def sync(self) -> int:
+        copied = 0
+        for events in self.experiment_dir.glob("*/events.out.tfevents.*"):
+            target = self.tensorboard_dir / events.parent.name / events.name
+            source = events.stat()
+            if target.is_file() and target.stat().st_size == source.st_size:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(events, target)
+            copied += 1
+        return copied
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.sync()
+
+    def on_experiment_end(self, trials, **info):
+        self.sync()
 
 
 class CheckpointVideos(tune.Callback):

@@ -11,6 +11,7 @@ SageMaker starts the container with this layout under ``/opt/ml`` (the *base* fo
     checkpoints/                        synced with the job's checkpoint S3 URI (spot training)
     output/intermediate/                uploaded to <output path>/<job>/output/intermediate/ while training
     output/data/                        tarred to <output path>/<job>/output/output.tar.gz
+    output/tensorboard/                 uploaded to the TensorBoardOutputConfig S3 path while training
     output/failure                      its text becomes the job's FailureReason
 
 and the SDK's container driver exports ``SM_*`` variables (``SM_NUM_CPUS``, ``SM_NUM_GPUS``,
@@ -92,6 +93,11 @@ class Contract:
     @property
     def output_data_dir(self) -> Path:
         return self.output_dir / "data"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        """Where TensorBoardOutputConfig's default local path is: uploaded while training runs."""
+        return self.output_dir / "tensorboard"
 
     @property
     def failure_file(self) -> Path:

@@ -369,6 +369,34 @@ def log_lines(logs, job_name: str) -> list[tuple[int, str]]:
     return sorted(lines)
 
 
+def job_metrics(
+    sm_session, logs, job_name: str, mode: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS
+):
+    """The job's metrics as a DataFrame: on AWS SageMaker's own (``sagemaker_metrics``), offline
+    and until those exist the job's log lines through the same definitions (one row an iteration)."""
+    if mode == "aws":
+        frame = sagemaker_metrics(sm_session, job_name, definitions)
+        if not frame.empty:
+            return frame
+    return training_metrics(logs, job_name, definitions)
+
+
+def sagemaker_metrics(sm_session, job_name: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS):
+    """What SageMaker made of the metric definitions: CloudWatch Metrics through the SDK's
+    ``TrainingJobAnalytics`` (one averaged point per minute), a column per metric."""
+    import pandas as pd
+    from sagemaker.core.analytics import TrainingJobAnalytics
+
+    names = [d["Name"] for d in definitions]
+    points = TrainingJobAnalytics(job_name, names, sagemaker_session=sm_session).dataframe()
+    if points.empty:
+        return pd.DataFrame()
+    frame = points.pivot_table(index="timestamp", columns="metric_name", values="value")
+    frame = frame.reset_index().rename_axis(columns=None)
+    frame["minutes"] = frame["timestamp"] / 60
+    return frame
+
+
 def training_metrics(logs, job_name: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS):
     """The job's metrics as a DataFrame: its log lines through the metric definitions' regexes."""
     import pandas as pd
@@ -427,6 +455,23 @@ def newest_video(s3, output_path: str, job_name: str, destination: Path) -> Path
     target = Path(destination) / Path(newest["Key"]).name
     target.parent.mkdir(parents=True, exist_ok=True)
     s3.download_file(bucket, newest["Key"], str(target))
+    return target
+
+
+def download_prefix(s3, uri: str, target: Path) -> Path:
+    """Every object under ``uri`` (a prefix, or one object) into ``target``, as SageMaker
+    downloads a channel; returns ``target``."""
+    bucket, prefix = parse_s3_url(uri)
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            key = obj["Key"]
+            if key.endswith("/"):
+                continue
+            path = target / (key[len(prefix) :].lstrip("/") or Path(key).name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(path))
     return target
 
 
@@ -496,3 +541,77 @@ def wait_until(check, timeout: float, poll_s: float = 10.0, what: str = "conditi
             return value
         time.sleep(poll_s)
     raise UserError(f"{what} not reached within {timeout:.0f} s.")
+
+
+# ---------------------------------------------------------------------------------- clean-up
+def stop_job_if_running(sm, job_name: str) -> bool:
+    """Stop a training job that is still in progress (it bills until it ends); True if stopped."""
+    status = sm.describe_training_job(TrainingJobName=job_name)["TrainingJobStatus"]
+    if status != "InProgress":
+        return False
+    sm.stop_training_job(TrainingJobName=job_name)
+    return True
+
+
+def delete_endpoint(sm, name: str) -> list[str]:
+    """Delete the endpoint, its config and model of that name, whichever exist."""
+    deleted = []
+    for kind, call, key in (
+        ("endpoint", sm.delete_endpoint, "EndpointName"),
+        ("endpoint config", sm.delete_endpoint_config, "EndpointConfigName"),
+        ("model", sm.delete_model, "ModelName"),
+    ):
+        try:
+            call(**{key: name})
+            deleted.append(kind)
+        except sm.exceptions.ClientError:  # not made (a deployment that failed early)
+            pass
+    return deleted
+
+
+def delete_prefix(s3, bucket: str, prefix: str) -> int:
+    """Delete every object under ``prefix`` of ``bucket``; returns how many."""
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+            count += len(keys)
+    return count
+
+
+def delete_log_streams(logs, job_names: list[str]) -> int:
+    """Delete the jobs' log streams in SageMaker's log group (``<job>/<host>-...``)."""
+    count = 0
+    for job in job_names:
+        try:
+            streams = logs.describe_log_streams(
+                logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job}/"
+            )
+        except logs.exceptions.ResourceNotFoundException:
+            return count
+        for stream in streams.get("logStreams", []):
+            logs.delete_log_stream(logGroupName=LOG_GROUP, logStreamName=stream["logStreamName"])
+            count += 1
+    return count
+
+
+def delete_repository(ecr, name: str) -> bool:
+    try:
+        ecr.delete_repository(repositoryName=name, force=True)  # force: with its images
+    except ecr.exceptions.RepositoryNotFoundException:
+        return False
+    return True
+
+
+def delete_created_role(iam, role_arn: str) -> str:
+    """Delete the execution role if it is the one ``ensure_role`` made (its policies first)."""
+    name = role_arn.rsplit("/", 1)[-1]
+    if name != ROLE_NAME:
+        return f"kept the role {name}: this notebook did not create it"
+    for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+        iam.delete_role_policy(RoleName=name, PolicyName=policy)
+    for attached in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+        iam.detach_role_policy(RoleName=name, PolicyArn=attached["PolicyArn"])
+    iam.delete_role(RoleName=name)
+    return f"deleted the role {name}"

@@ -250,6 +250,7 @@ class Launcher:
                     callbacks.MetricsPrinter(),
                     callbacks.ExportModel(self.contract.model_dir, self._model_extra()),
                     callbacks.CheckpointVideos(),
+                    callbacks.TensorBoardFiles(path, self.contract.tensorboard_dir),
                 ],
             )
             status = "done" if code in (0, training.EXIT_CHECKPOINTED) else "failed"

@@ -12,8 +12,9 @@ SageMaker's instances for a job that exists in the API (``DescribeTrainingJob``)
    exports ``SM_*`` variables and passes hyperparameters exactly as in the cloud; with several
    hosts, one process per host, host names resolved to 127.0.0.2, 127.0.0.3...;
 3. while it runs, streams its output here and to CloudWatch Logs (``/aws/sagemaker/TrainingJobs``,
-   where the notebook reads metrics from), and uploads ``output/intermediate/`` and
-   ``checkpoints/`` to S3 as SageMaker does;
+   where the notebook reads metrics from), and uploads ``output/intermediate/``,
+   ``checkpoints/`` and the TensorBoard folder (``TensorBoardOutputConfig``) to S3 as SageMaker
+   does;
 4. at the end uploads ``model.tar.gz`` and ``output.tar.gz`` to ``<output path>/<job>/output/``.
 
 Each host's command runs as PID 1 of a PID namespace of its own (``unshare --pid``, when this
@@ -52,7 +53,7 @@ import sagemaker_rl
 from ddrl.errors import UserError
 from sagemaker_offline.contract_writer import write_contract
 from sagemaker_rl.init import PIDFILE_VARIABLE
-from sagemaker_rl.pipeline import LOG_GROUP
+from sagemaker_rl.pipeline import LOG_GROUP, download_prefix
 
 _KEPT_VARIABLES = {
     "PATH",
@@ -66,23 +67,6 @@ _KEPT_VARIABLES = {
     "RAY_TMPDIR",
 }
 _KEPT_PREFIXES = ("AWS_", "DDRL_", "SAGEMAKER_")
-
-
-def download_prefix(s3, uri: str, target: Path) -> int:
-    """Download every object under ``uri`` (a prefix, or one object) into ``target``, as SageMaker does."""
-    bucket, prefix = parse_s3_url(uri)
-    count = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            key = obj["Key"]
-            relative = key[len(prefix) :].lstrip("/") or Path(key).name
-            if key.endswith("/"):
-                continue
-            path = target / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, key, str(path))
-            count += 1
-    return count
 
 
 class Uploader:
@@ -269,7 +253,8 @@ def run_job(
                 )
             download_prefix(s3, source["S3Uri"], base / "input" / "data" / channel["ChannelName"])
         if checkpoint_uri:
-            restored = download_prefix(s3, checkpoint_uri, base / "checkpoints")
+            download_prefix(s3, checkpoint_uri, base / "checkpoints")
+            restored = sum(1 for path in (base / "checkpoints").rglob("*") if path.is_file())
             if restored and host == hosts[0]:
                 echo(f"[local mode] restored {restored} checkpoint file(s) from {checkpoint_uri}")
         drivers = base / "input" / "data" / "sm_drivers"
@@ -287,6 +272,15 @@ def run_job(
         Uploader(s3, bases[host] / "output" / "intermediate", f"{job_output}/intermediate")
         for host in hosts
     ]
+    tensorboard = desc.get("TensorBoardOutputConfig") or {}
+    if tensorboard.get("S3OutputPath"):  # SageMaker's own upload of the job's TensorBoard folder
+        local = tensorboard.get("LocalPath") or "/opt/ml/output/tensorboard"
+        uploaders += [
+            Uploader(
+                s3, bases[host] / Path(local).relative_to("/opt/ml"), tensorboard["S3OutputPath"]
+            )
+            for host in hosts
+        ]
     if checkpoint_uri:
         uploaders += [
             Uploader(s3, bases[host] / "checkpoints", checkpoint_uri, skip_hidden=False)
