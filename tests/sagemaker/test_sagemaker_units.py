@@ -517,15 +517,23 @@ def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws)
     iam, s3, sm, ecr, logs = (
         offline_aws.client(n) for n in ("iam", "s3", "sagemaker", "ecr", "logs")
     )
+    bucket = pipeline.ensure_bucket(s3, "ddrl-cleanup-test", "us-west-2")
     for key in ("run/a.txt", "run/sub/b.txt", "other/c.txt"):
-        s3.put_object(Bucket="ddrl-test", Key=key, Body=b"x")
-    assert pipeline.delete_prefix(s3, "ddrl-test", "run/") == 2
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket="ddrl-test")["Contents"]] == ["other/c.txt"]
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    assert pipeline.delete_prefix(s3, bucket, "run/") == 2
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["other/c.txt"]
 
-    logs.create_log_group(logGroupName=pipeline.LOG_GROUP)
-    for stream in ("job-1/algo-1-1", "job-1/algo-2-1", "job-2/algo-1-1"):
+    try:
+        logs.create_log_group(logGroupName=pipeline.LOG_GROUP)
+    except logs.exceptions.ResourceAlreadyExistsException:
+        pass
+    for stream in ("cleanup-1/algo-1-1", "cleanup-1/algo-2-1", "cleanup-2/algo-1-1"):
         logs.create_log_stream(logGroupName=pipeline.LOG_GROUP, logStreamName=stream)
-    assert pipeline.delete_log_streams(logs, ["job-1"]) == 2
+    assert pipeline.delete_log_streams(logs, ["cleanup-1"]) == 2
+    left = logs.describe_log_streams(
+        logGroupName=pipeline.LOG_GROUP, logStreamNamePrefix="cleanup-"
+    )
+    assert [s["logStreamName"] for s in left["logStreams"]] == ["cleanup-2/algo-1-1"]
 
     pipeline.ensure_repository(ecr, "ddrl-cleanup-test")
     assert pipeline.delete_repository(ecr, "ddrl-cleanup-test")
@@ -536,7 +544,7 @@ def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws)
     sm.create_model(ModelName="half", ExecutionRoleArn=role,
                     PrimaryContainer={"Image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1"})  # fmt: skip
     assert pipeline.delete_endpoint(sm, "half") == ["model"]
-    assert not sm.list_models()["Models"]
+    assert "half" not in [m["ModelName"] for m in sm.list_models()["Models"]]
 
     other = pipeline.ensure_role(iam, "ddrl-test", name="someone-elses")
     assert "kept the role someone-elses" in pipeline.delete_created_role(iam, other)

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                 contract.hyperparameters() if contract.hyperparameters_file.is_file() else {}
             )
         hyperparameters.update(hp.parse_cli(argv))
-        overrides, options = hp.decode(hyperparameters, hp.EVALUATE_OPTIONS)
+        overrides, options = hp.decode(hyperparameters, hp.EvaluateOptions)
         if overrides:
             raise UserError(
                 f"the evaluation takes no config overrides (got {', '.join(overrides)}); "

@@ -12,7 +12,7 @@ fail before our code runs. Dots are therefore written as double underscores::
 (every RLlib and ddrl key is a snake_case identifier with no double underscore, so the mapping is
 one to one; ``training.lambda_`` -> ``training__lambda_`` splits back correctly). Values are read
 as YAML, as ``--set`` reads them: ``1e-4``, ``[64, 64]``, ``true``. A hyperparameter without
-``__`` (or a dot) is a launcher option (:data:`TRAIN_OPTIONS`); SageMaker's own (``sagemaker_*``,
+``__`` (or a dot) is a launcher option (:class:`TrainOptions`, pydantic); SageMaker's own (``sagemaker_*``,
 ``_tuning_objective_metric``...) are ignored.
 """
 
@@ -21,8 +21,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
+import typing
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ddrl.errors import UserError
 
@@ -30,58 +32,68 @@ SEPARATOR = "__"
 _SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
-class Option:
-    type: type
-    default: Any
-    help: str
-    minimum: float | None = None
+def _option(default, help: str, minimum: float | None = None):
+    return Field(default, description=help, ge=minimum)
 
 
-#: Launcher options of the training entry points (hyperparameters without ``__``).
-TRAIN_OPTIONS: dict[str, Option] = {
-    "config": Option(
-        str,
+class _Options(BaseModel):
+    """Launcher options: strict types (the values are parsed from text first, as YAML)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TrainOptions(_Options):
+    """Options of the training entry points (hyperparameters without ``__``)."""
+
+    config: str | None = _option(
         None,
         "experiment YAML instead of the entry point's (relative to cte-power/ or the source dir)",
-    ),
-    "name": Option(
-        str, None, "experiment name: its folder under /opt/ml/checkpoints (resume finds it there)"
-    ),
-    "ray_num_cpus": Option(int, None, "CPUs Ray may use on each host (default: the instance's)", 1),
-    "ray_num_gpus": Option(int, None, "GPUs Ray may use on each host (default: the instance's)", 0),
-    "video_every": Option(int, 1, "render a video every N checkpoints (0: only the final one)", 0),
-    "video_max_steps": Option(
-        int, None, "cut recorded episodes after N steps (default: the episode's end)", 1
-    ),
-    "video_episodes": Option(int, 1, "episodes per video", 1),
-    "video_width": Option(int, 640, "video width in pixels", 16),
-    "video_height": Option(int, 480, "video height in pixels", 16),
-    "video_fps": Option(int, 30, "video frames per second", 1),
-    "join_timeout_s": Option(
-        int, 600, "seconds the head waits for every host to join its Ray cluster", 1
-    ),
-    "learner_group": Option(
-        str,
+    )
+    name: str | None = _option(
+        None, "experiment name: its folder under /opt/ml/checkpoints (resume finds it there)"
+    )
+    ray_num_cpus: int | None = _option(
+        None, "CPUs Ray may use on each host (default: the instance's)", 1
+    )
+    ray_num_gpus: int | None = _option(
+        None, "GPUs Ray may use on each host (default: the instance's)", 0
+    )
+    video_every: int = _option(1, "render a video every N checkpoints (0: only the final one)", 0)
+    video_max_steps: int | None = _option(
+        None, "cut recorded episodes after N steps (default: the episode's end)", 1
+    )
+    video_episodes: int = _option(1, "episodes per video", 1)
+    video_width: int = _option(640, "video width in pixels", 16)
+    video_height: int = _option(480, "video height in pixels", 16)
+    video_fps: int = _option(30, "video frames per second", 1)
+    join_timeout_s: int = _option(
+        600, "seconds the head waits for every host to join its Ray cluster", 1
+    )
+    learner_group: str | None = _option(
         None,
         "heterogeneous jobs: the instance group whose first host runs the Ray head, the driver "
         "and the learner (default: the GPU group, else the first)",
-    ),
-}
+    )
 
-#: Options of the evaluation entry point (src/evaluate-ray.py).
-EVALUATE_OPTIONS: dict[str, Option] = {
-    "episodes": Option(int, 5, "episodes to evaluate", 1),
-    "max_steps": Option(int, None, "cut each episode after N steps", 1),
-    "seed": Option(int, 0, "seed of the first episode; episode i uses seed + i"),
-    "stochastic": Option(
-        bool, False, "sample actions as in training instead of the deterministic action"
-    ),
-    "video_episodes": Option(int, 1, "how many of the episodes to record", 0),
-    "video_width": Option(int, 640, "video width in pixels", 16),
-    "video_height": Option(int, 480, "video height in pixels", 16),
-    "video_fps": Option(int, 30, "video frames per second", 1),
-}
+
+class EvaluateOptions(_Options):
+    """Options of the evaluation entry point (src/evaluate-ray.py)."""
+
+    episodes: int = _option(5, "episodes to evaluate", 1)
+    max_steps: int | None = _option(None, "cut each episode after N steps", 1)
+    seed: int = _option(0, "seed of the first episode; episode i uses seed + i")
+    stochastic: bool = _option(
+        False, "sample actions as in training instead of the deterministic action"
+    )
+    video_episodes: int = _option(1, "how many of the episodes to record", 0)
+    video_width: int = _option(640, "video width in pixels", 16)
+    video_height: int = _option(480, "video height in pixels", 16)
+    video_fps: int = _option(30, "video frames per second", 1)
+
+
+#: The option names of each entry point, in their order.
+TRAIN_OPTIONS = tuple(TrainOptions.model_fields)
+EVALUATE_OPTIONS = tuple(EvaluateOptions.model_fields)
 
 
 def is_ignored(name: str) -> bool:
@@ -138,11 +150,12 @@ def override_path(name: str) -> str:
 
 # ----------------------------------------------------------------------------------- decode
 def decode(
-    hyperparameters: dict[str, Any], options: dict[str, Option] = TRAIN_OPTIONS
+    hyperparameters: dict[str, Any], options: type[_Options] = TrainOptions
 ) -> tuple[list[str], dict[str, Any]]:
     """Split hyperparameters into ``--set`` style overrides and launcher options (typed, defaulted)."""
     overrides: list[str] = []
-    values = {name: option.default for name, option in options.items()}
+    given: dict[str, Any] = {}
+    known = list(options.model_fields)
     for name, raw in sorted(hyperparameters.items()):
         if is_ignored(name):
             continue
@@ -150,44 +163,47 @@ def decode(
         if is_override(name):
             overrides.append(f"{override_path(name)}={text}")
             continue
-        if name not in options:
-            close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise UserError(
-                f"unknown hyperparameter '{name}'.{hint} Options: {', '.join(options)}. A config "
+                f"unknown hyperparameter '{name}'.{hint} Options: {', '.join(known)}. A config "
                 f"value is set with its path, dots written as '{SEPARATOR}' (training__lr=0.0003)."
             )
-        values[name] = _convert(name, text, options[name])
-    return overrides, values
+        if text.strip().lower() not in ("", "null", "none"):  # empty: the default
+            given[name] = _parsed(text, options.model_fields[name].annotation)
+    try:
+        return overrides, options(**given).model_dump()
+    except ValidationError as err:
+        raise _option_error(err.errors()[0], options, hyperparameters) from None
 
 
-def _convert(name: str, text: str, option: Option) -> Any:
+def _parsed(text: str, annotation) -> Any:
+    """Text as YAML (``5``, ``true``, ``1e3``), except for options that are text themselves."""
     import yaml
 
-    if text.strip().lower() in ("", "null", "none"):
-        return option.default
-    if option.type is str:
-        value = text
+    if str in typing.get_args(annotation) or annotation is str:
+        return text
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+_KINDS = {"int_type": "an integer", "bool_type": "true or false", "string_type": "text"}
+
+
+def _option_error(error: dict, options: type[_Options], given: dict) -> UserError:
+    name = str(error["loc"][0])
+    field = options.model_fields[name]
+    if error["type"] == "greater_than_equal":
+        what = f"at least {error['ctx']['ge']:g}, got {error['input']}"
     else:
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
-        if option.type is int and isinstance(value, float) and value.is_integer():
-            value = int(value)
-        ok = isinstance(value, option.type) and not (option.type is int and isinstance(value, bool))
-        if not ok:
-            kind = {int: "an integer", bool: "true or false", float: "a number"}.get(
-                option.type, option.type.__name__
-            )
-            raise UserError(
-                f"hyperparameter '{name}' must be {kind}, got {text!r} ({option.help})."
-            )
-    if option.minimum is not None and value < option.minimum:
-        raise UserError(
-            f"hyperparameter '{name}' must be at least {option.minimum:g}, got {value} ({option.help})."
+        what = (
+            f"{_KINDS.get(error['type'], error['msg'].lower())}, got {to_text(given.get(name))!r}"
         )
-    return value
+    return UserError(f"hyperparameter '{name}' must be {what} ({field.description}).")
 
 
 def parse_cli(argv: list[str]) -> dict[str, str]:

@@ -83,7 +83,7 @@ class Launcher:
         hyperparameters = contract.hyperparameters()
         # SDK v3's script driver passes them as --name value too
         hyperparameters.update(hp.parse_cli(argv))
-        self.overrides, self.options = hp.decode(hyperparameters, hp.TRAIN_OPTIONS)
+        self.overrides, self.options = hp.decode(hyperparameters)
         self.config_path = self._config_path(self.options["config"] or default_config)
         self.name = self.options["name"] or name
         self.hosts = contract.hosts
