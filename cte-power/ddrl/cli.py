@@ -87,19 +87,58 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
 
 @report_errors
 def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None = None) -> int:
-    """Validate everything, then start Ray and train. Bad input exits with code 2 before Ray starts.
+    """One training run, each pipeline step once and in order: the experiment validated, the
+    toolkit's check, its results folder, the resources planned, Ray, training. Bad input exits
+    with code 2 before Ray starts.
 
     ``env_config``: values from a script's own options (train-unity.py's --env-file...); each is
     applied as ``--set environment.env_config.KEY=VALUE`` before the user's ``--set`` values.
     """
-    import json
-
-    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
-
-    quiet_rllib_notices()
     from ddrl.envs import toolkits
-    from ddrl.pipeline import training, validation
+    from ddrl.pipeline import ray_runtime, training, validation
+
+    experiment = validation.load_experiment(
+        paths.resolve_config_path(args.config), toolkit, _overrides(args, env_config)
+    )
+    toolkits.prepare_experiment(experiment, launch=not args.dry_run)
+    results_dir = _results_dir(toolkit, args)
+    path = _experiment_path(results_dir, experiment, args)
+    results.check_can_start(path, experiment, args.resume)
+    needed = resources.required_per_trial(experiment)
+    granted = resources.granted_here()  # None: the Ray cluster at RAY_ADDRESS, checked once joined
+    if granted:
+        resources.check_fits(needed, granted)
+
+    if args.dry_run:
+        print(_dry_run_report(experiment, needed, granted, path))
+        return 0
+
+    try:  # the folder the experiment goes in, before Ray starts (root may pass os.access checks)
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(
+            f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
+        ) from None
+    with ray_runtime.ray_session(granted, needed) as started:
+        print(started, flush=True)
+        return training.run(experiment, path, resume=args.resume)
+
+
+def _dry_run_report(experiment, needed, granted, path: Path) -> str:
+    """--dry-run: the resolved experiment, its trials and resources, where results would go."""
     from ddrl.pipeline.experiment import dump_yaml
+
+    trials = experiment.num_variants() * experiment.tune["num_samples"]
+    available = f"{granted} ({granted.source})" if granted else "the Ray cluster at $RAY_ADDRESS"
+    return (
+        f"{dump_yaml(experiment.to_dict())}\n# trials: {trials}; each needs {needed}\n"
+        f"# available: {available}\n# results would go to: {path}"
+    )
+
+
+def _overrides(args: argparse.Namespace, env_config: dict | None) -> list[str]:
+    """The script's own options, then the user's --set values, then --num-samples."""
+    import json
 
     overrides = [
         f"environment.env_config.{k}={json.dumps(v)}"
@@ -109,10 +148,11 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     overrides += list(args.overrides)
     if args.num_samples is not None:
         overrides.append(f"tune.num_samples={args.num_samples}")
-    experiment = validation.load_experiment(
-        paths.resolve_config_path(args.config), toolkit, overrides
-    )
-    toolkits.prepare_experiment(experiment, launch=not args.dry_run)
+    return overrides
+
+
+def _results_dir(toolkit: str, args: argparse.Namespace) -> Path:
+    """--results-dir (checked writable), with --name checked and --resume-if-exists resolved."""
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
     paths.check_writable_dir(results_dir, "--results-dir")
     if args.name is not None:
@@ -123,44 +163,12 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
                 "--resume-if-exists needs --name (the experiment to continue or start)."
             )
         args.resume = bool(list((results_dir / args.name).glob("experiment_state-*.json")))
-    path = _experiment_path(results_dir, experiment, args, training)
-    training.check_can_start(path, experiment, args.resume)
-    needed = resources.required_per_trial(experiment)
-    from ddrl.pipeline import ray_runtime
-
-    granted = None if ray_runtime.attaching() else resources.available()
-    if granted:
-        resources.check_fits(needed, granted)
-
-    if args.dry_run:
-        print(dump_yaml(experiment.to_dict()))
-        trials = experiment.num_variants() * experiment.tune["num_samples"]
-        print(f"# trials: {trials}; each needs {needed}")
-        print(
-            f"# available: {granted or 'the Ray cluster at $RAY_ADDRESS'}"
-            + (f" ({granted.source})" if granted else "")
-        )
-        print(f"# results would go to: {path}")
-        return 0
-
-    try:  # the folder the experiment goes in, before Ray starts (root may pass os.access checks)
-        results_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(
-            f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
-        ) from None
-    print(ray_runtime.start_ray(granted), flush=True)
-    try:
-        if granted is None:
-            resources.check_fits(needed, resources.ray_cluster())
-        return training.run(experiment, path, resume=args.resume)
-    finally:
-        ray_runtime.stop_ray()
+    return results_dir
 
 
-def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
+def _experiment_path(results_dir: Path, experiment, args) -> Path:
     if args.name or experiment.name:
-        return training.experiment_dir(results_dir, args.name or experiment.name)
+        return results.experiment_dir(results_dir, args.name or experiment.name)
     stem = Path(args.config).stem
     if args.resume:
         latest = results.latest_experiment(results_dir, f"{stem}-")
@@ -169,7 +177,7 @@ def _experiment_path(results_dir: Path, experiment, args, training) -> Path:
                 f"no experiment of config '{stem}' in {results_dir} to resume. Drop --resume to start one."
             )
         return latest
-    return training.experiment_dir(results_dir, f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return results.experiment_dir(results_dir, f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
@@ -246,7 +254,7 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
 @report_errors
 def run_render(toolkit: str, args: argparse.Namespace) -> int:
     """Find the checkpoint, check everything, then load the policy and record the video."""
-    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     quiet_rllib_notices()
     from ddrl import rendering

@@ -153,6 +153,43 @@ def test_reading_experiments_and_results_imports_neither_ray_nor_torch():
     assert out.strip() == "[]"
 
 
+def test_a_training_run_enters_each_pipeline_step_once_in_order(tmp_path, capsys):
+    """What cli.run_training itself calls, traced on a dry run (everything but Ray and Tune):
+    each step's module once, in pipeline order, none entered again after the next one."""
+    from ddrl import cli
+
+    run_training = cli.run_training.__wrapped__
+    entered: list[str] = []
+
+    def profile(frame, event, arg):
+        if (
+            event == "call"
+            and frame.f_back is not None
+            and frame.f_back.f_code is run_training.__code__
+        ):
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("ddrl.") and module != "ddrl.cli":
+                if not entered or entered[-1] != module:
+                    entered.append(module)
+
+    parser = cli.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test")
+    args = parser.parse_args(["--dry-run", "--results-dir", str(tmp_path)])
+    sys.setprofile(profile)
+    try:
+        assert run_training("gym", args) == 0
+    finally:
+        sys.setprofile(None)
+    assert "# results would go to:" in capsys.readouterr().out
+    assert entered[:5] == [
+        "ddrl.paths",  # the config file found
+        "ddrl.pipeline.validation",
+        "ddrl.envs.toolkits",
+        "ddrl.pipeline.results",
+        "ddrl.pipeline.resources",
+    ], entered
+    assert len(entered) == len(set(entered)), f"a step entered twice: {entered}"
+
+
 def test_names_of_the_flat_layout_still_import_as_the_modules_they_moved_to():
     """Tune's experiment state and RLlib's checkpoints pickle classes by module path: one made
     before the folders names ddrl.sac.SAC or ddrl.config.result_value, and must still load."""

@@ -393,9 +393,8 @@ class _Trial:
     main-process CPUs (so Ray starts it with OMP_NUM_THREADS=1, as in a real trial)."""
 
     def __init__(self, experiment: Experiment):
-        from ddrl.pipeline import ray_runtime
 
-        ray_runtime.quiet_rllib_notices()
+        rllib_config.quiet_rllib_notices()
         toolkits.register_env(experiment.toolkit, experiment.env)
         self.algo = rllib_config.build_algorithm_config(experiment).build_algo()
         self.last: dict = {}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import logging
 import os
 
+from ddrl.pipeline import resources as resources_module
 from ddrl.pipeline.resources import Resources
 
 # Unix sockets live under Ray's temp dir and their paths are limited to 107 bytes; Slurm's
@@ -18,11 +20,6 @@ def default_temp_dir() -> str:
     return temp_dir if len(temp_dir) <= MAX_TEMP_DIR_LENGTH else f"/tmp/ray-{os.getuid()}"
 
 
-def attaching() -> bool:
-    """Whether start_ray will join the cluster in RAY_ADDRESS rather than start a local Ray."""
-    return os.environ.get("RAY_ADDRESS", "local") != "local"
-
-
 def start_ray(resources: Resources | None = None) -> str:
     """Connect to ``RAY_ADDRESS`` if set, else start a local Ray with ``resources``.
 
@@ -30,8 +27,8 @@ def start_ray(resources: Resources | None = None) -> str:
     """
     import ray
 
-    runtime_env = {"worker_process_setup_hook": "ddrl.pipeline.ray_runtime.quiet_rllib_notices"}
-    if attaching():
+    runtime_env = {"worker_process_setup_hook": "ddrl.pipeline.rllib_config.quiet_rllib_notices"}
+    if resources_module.attaching():
         address = os.environ["RAY_ADDRESS"]
         # DDRL_NODE_IP: the address the job's launcher pinned its nodes to (one-host clusters)
         node_ip = (
@@ -67,17 +64,14 @@ def stop_ray() -> None:
         ray.shutdown()
 
 
-class _DropNotice(logging.Filter):
-    """RLlib warns on every config that the new API stack is the default; it is, on purpose."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "on the new API stack" not in record.getMessage()
-
-
-def quiet_rllib_notices() -> None:
-    """Run in the driver and, as Ray's worker setup hook, in every worker process."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    for name in ("ray.rllib.algorithms.algorithm_config", "ray.rllib.algorithms.sac.sac"):
-        logging.getLogger(name).addFilter(_DropNotice())
+@contextlib.contextmanager
+def ray_session(granted: Resources | None, needed: Resources):
+    """Ray for the length of a run: a local one sized to ``granted``, or the cluster at
+    ``RAY_ADDRESS`` (``granted`` None), checked to fit ``needed``; stopped at the end."""
+    line = start_ray(granted)
+    try:
+        if granted is None:
+            resources_module.check_fits(needed, resources_module.ray_cluster())
+        yield line
+    finally:
+        stop_ray()

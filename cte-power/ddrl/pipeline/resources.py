@@ -80,6 +80,17 @@ def this_machine() -> Resources:
     return Resources(cpus, gpus, "this machine")
 
 
+def attaching() -> bool:
+    """Whether the run joins the Ray cluster in RAY_ADDRESS rather than start a local Ray."""
+    return os.environ.get("RAY_ADDRESS", "local") != "local"
+
+
+def granted_here(environ: dict | None = None) -> Resources | None:
+    """What a run may use: the Slurm allocation or this machine; None when it joins the cluster
+    at RAY_ADDRESS (what that grants is checked once joined: ``ray_runtime.ray_session``)."""
+    return None if attaching() else available(environ)
+
+
 def available(environ: dict | None = None) -> Resources:
     """Resources a local Ray started by us would get: the Slurm allocation, else the machine."""
     return slurm_allocation(environ) or this_machine()

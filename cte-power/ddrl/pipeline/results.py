@@ -1,5 +1,6 @@
-"""Where results are and what they say: the experiment file, the result keys we read, result
-lookup, the latest experiment and the best trial. Used by training, summaries, rendering and the
+"""Where results are and what they say: the experiment's folder (and whether a run may start or
+resume there), the experiment file, the result keys we read, result lookup, the latest experiment
+and the best trial. Used by training, summaries, rendering and the
 SageMaker artifacts alike; imports neither Ray nor torch.
 
 Tune writes one folder per experiment (``<results_dir>/<name>/``, with our ``experiment.yaml``)
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+
+from ddrl.errors import UserError
 
 #: The validated experiment as it ran, saved in its folder (a resume compares against it).
 EXPERIMENT_FILE = "experiment.yaml"
@@ -70,3 +73,60 @@ def best_return(trial: Path, key: str = MEAN_RETURN) -> float | None:
         if isinstance(v, (int, float))
     ]
     return max(values, default=None)
+
+
+# ------------------------------------------------------------------- the experiment's folder
+def experiment_dir(results_dir: Path, name: str) -> Path:
+    return Path(results_dir) / name
+
+
+def check_can_start(path: Path, experiment, resume: bool) -> None:
+    """Refuse to overwrite an experiment, or to resume one that does not exist or differs."""
+    if not resume:
+        if path.exists():
+            raise UserError(
+                f"results directory {path} already exists. Add --resume to continue that "
+                "experiment, or choose another --name to start a new one."
+            )
+        return
+    if not path.is_dir():
+        raise UserError(
+            f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it."
+        )
+    if not list(path.glob("experiment_state-*.json")):
+        raise UserError(
+            f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
+            "first trial started). Delete the folder or choose another --name."
+        )
+    saved_file = path / EXPERIMENT_FILE
+    if saved_file.is_file():
+        import yaml
+
+        saved = yaml.safe_load(saved_file.read_text())
+        current = experiment.to_dict()
+        changed = sorted(
+            k
+            for k in set(saved) | set(current)
+            if k not in ("source", "name") and saved.get(k) != current.get(k)
+        )
+        if set(changed) - RESUMABLE_CHANGES:
+            raise UserError(
+                f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
+                f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
+                f"--set values (saved in {saved_file}), or start a new --name."
+            )
+        if "stop" in changed:
+            print(
+                f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}",
+                flush=True,
+            )
+        if "checkpoint" in changed:
+            print(
+                f"resuming with new checkpoint settings: {saved.get('checkpoint')} -> {current['checkpoint']}",
+                flush=True,
+            )
+
+
+#: What ``--resume`` may change: how long to train (a finished run can be extended) and how
+#: often, and how many, checkpoints are kept.
+RESUMABLE_CHANGES = {"stop", "checkpoint"}

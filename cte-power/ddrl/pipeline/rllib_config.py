@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ddrl import algorithms
@@ -26,6 +27,7 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
 
     Passed to ``tune.Tuner`` as ``param_space``, Tune expands the grids into trials.
     """
+    quiet_rllib_notices()
     algo_class = algorithms.get_algorithm_class(experiment.algorithm)
     from ddrl.pipeline.callbacks import RecordPlacement, SmoothedReturn
 
@@ -40,3 +42,21 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     from ddrl.envs import vector_actions  # imports Ray
 
     return vector_actions.use_batched_actions(config)
+
+
+class _DropNotice(logging.Filter):
+    """RLlib warns on every config that the new API stack is the default; it is, on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "on the new API stack" not in record.getMessage()
+
+
+def quiet_rllib_notices() -> None:
+    """Run before configs are built and, as Ray's worker setup hook, in every worker process."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    for name in ("ray.rllib.algorithms.algorithm_config", "ray.rllib.algorithms.sac.sac"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNotice) for f in logger.filters):
+            logger.addFilter(_DropNotice())

@@ -36,58 +36,6 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
 
-def experiment_dir(results_dir: Path, name: str) -> Path:
-    return Path(results_dir) / name
-
-
-def check_can_start(path: Path, experiment: Experiment, resume: bool) -> None:
-    """Refuse to overwrite an experiment, or to resume one that does not exist or differs."""
-    if not resume:
-        if path.exists():
-            raise UserError(
-                f"results directory {path} already exists. Add --resume to continue that "
-                "experiment, or choose another --name to start a new one."
-            )
-        return
-    if not path.is_dir():
-        raise UserError(
-            f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it."
-        )
-    if not list(path.glob("experiment_state-*.json")):
-        raise UserError(
-            f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
-            "first trial started). Delete the folder or choose another --name."
-        )
-    saved_file = path / EXPERIMENT_FILE
-    if saved_file.is_file():
-        import yaml
-
-        saved = yaml.safe_load(saved_file.read_text())
-        current = experiment.to_dict()
-        changed = sorted(
-            k
-            for k in set(saved) | set(current)
-            if k not in ("source", "name") and saved.get(k) != current.get(k)
-        )
-        if set(changed) - RESUMABLE_CHANGES:
-            raise UserError(
-                f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
-                f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
-                f"--set values (saved in {saved_file}), or start a new --name."
-            )
-        if "stop" in changed:
-            _say(f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}")
-        if "checkpoint" in changed:
-            _say(
-                f"resuming with new checkpoint settings: {saved.get('checkpoint')} -> {current['checkpoint']}"
-            )
-
-
-#: What ``--resume`` may change: how long to train (a finished run can be extended) and how
-#: often, and how many, checkpoints are kept.
-RESUMABLE_CHANGES = {"stop", "checkpoint"}
-
-
 def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
     return {STOP_METRICS[k]: v for k, v in stop.items()}
 

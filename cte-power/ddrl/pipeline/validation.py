@@ -29,7 +29,7 @@ from ddrl.pipeline.experiment import (
     expect_type,
     read_experiment_file,
 )
-from ddrl.pipeline.rllib_config import build_algorithm_config
+from ddrl.pipeline.rllib_config import build_algorithm_config, quiet_rllib_notices
 
 #: Resource amounts Ray accepts as fractions even where RLlib's type hints say int.
 FRACTIONAL_RESOURCES = {
@@ -51,6 +51,7 @@ def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -
 
 def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
     """Check every key and value of an experiment file; raise ``UserError`` on the first problem."""
+    quiet_rllib_notices()  # RLlib notes the new API stack on every config it makes
     where = f" in {source}" if source else ""
     top = check_top_level(raw, toolkit, where)
     algorithm = algorithms.canonical_name(top["algorithm"])

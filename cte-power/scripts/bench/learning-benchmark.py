@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # a child process: one run
     args = parser.parse_args(argv)
-    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     quiet_rllib_notices()
     for name in ("jobs", "eval_every", "eval_episodes"):

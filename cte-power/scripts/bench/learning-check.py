@@ -116,7 +116,7 @@ def main(argv=None) -> int:
         help="CSV path (default results/bench/learning-check-<host>-<date>.csv)",
     )
     args = parser.parse_args(argv)
-    ray_runtime.quiet_rllib_notices()
+    rllib_config.quiet_rllib_notices()
     raw = yaml.safe_load(SAC_FILE.read_text())
     runs = {}
     if args.only in (None, "SAC"):

@@ -232,7 +232,7 @@ def main(argv=None) -> int:
         help="CSV path (default results/bench/throughput-<host>-<date>.csv)",
     )
     args = parser.parse_args(argv)
-    ray_runtime.quiet_rllib_notices()
+    rllib_config.quiet_rllib_notices()
     rows = []
 
     def record(measure, rounds, name, limit=None, target=None, unit="env steps/s"):

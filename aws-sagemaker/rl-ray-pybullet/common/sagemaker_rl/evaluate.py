@@ -26,7 +26,7 @@ from sagemaker_rl.contract import Contract
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     quiet_rllib_notices()
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -44,7 +44,7 @@ def main(
     default_config: str, name: str, toolkit: str = TOOLKIT, argv: list[str] | None = None
 ) -> int:
     """Entry point body: returns the process exit code (2 for bad input)."""
-    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     quiet_rllib_notices()
     register_for_stop_signal()
@@ -196,7 +196,7 @@ class Launcher:
         }
 
     def run_driver(self, experiment) -> int:
-        from ddrl.pipeline import ray_runtime, resources, training
+        from ddrl.pipeline import ray_runtime, resources, results, training
         from sagemaker_rl import artifacts, callbacks
 
         path = self.contract.checkpoints_dir / self.name
@@ -207,7 +207,7 @@ class Launcher:
             )
             shutil.rmtree(path)
         try:
-            training.check_can_start(path, experiment, resume)
+            results.check_can_start(path, experiment, resume)
         except UserError as err:
             raise UserError(
                 f"{err} On SageMaker: the job's checkpoint S3 URI already holds experiment "

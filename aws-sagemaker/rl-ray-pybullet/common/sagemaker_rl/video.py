@@ -54,7 +54,7 @@ def record(
 
 def main(argv=None) -> int:
     from ddrl.cli import report_errors
-    from ddrl.pipeline.ray_runtime import quiet_rllib_notices
+    from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
