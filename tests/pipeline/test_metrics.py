@@ -109,6 +109,27 @@ def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algo
         algo.stop()
 
 
+def test_an_iteration_with_a_single_finished_episode_counts_it(local_ray):
+    """Long episodes (HalfCheetah: 1,000 steps) end once an iteration; RLlib reduces a series of
+    one return to that number. It must go into the window like any other (it was dropped, so
+    the "mean of the last 100" was the last episode's return)."""
+    rllib = {
+        **SMALL["SAC"],
+        "env_runners": {"num_env_runners": 0, "rollout_fragment_length": EPISODE_LENGTH},
+        "reporting": {"min_sample_timesteps_per_iteration": EPISODE_LENGTH},
+        "training": {**SMALL["SAC"]["training"], "num_steps_sampled_before_learning_starts": 20},
+    }
+    algo = build("SAC", rllib)
+    try:
+        for iteration in range(6):
+            runners = algo.train()["env_runners"]
+            assert runners["num_episodes"] == 1, runners  # one episode ended in this iteration
+            assert runners["num_episodes_in_window"] == iteration + 1
+            assert runners["episode_return_mean"] == pytest.approx(np.mean(range(iteration + 1)))
+    finally:
+        algo.stop()
+
+
 def test_evaluation_return_is_the_mean_of_its_round_and_a_stop_key(local_ray):
     rllib = {
         **SMALL["PPO"],

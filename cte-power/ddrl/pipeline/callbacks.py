@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
@@ -88,8 +89,13 @@ class SmoothedReturn(RLlibCallback):
 
 
 def _returns(values) -> list[float]:
-    if values is None or isinstance(values, float):  # float: RLlib's NaN for an empty series
+    """The episode returns of an ``item_series``: RLlib reduces a series of one item to that
+    number, and an empty one to NaN."""
+    if values is None:
         return []
+    if isinstance(values, (int, float)) or getattr(values, "ndim", 1) == 0:
+        value = float(values)
+        return [] if math.isnan(value) else [value]
     return [float(v) for v in values]
 
 
