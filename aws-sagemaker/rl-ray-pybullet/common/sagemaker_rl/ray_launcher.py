@@ -125,14 +125,16 @@ class Launcher:
             overrides = [o for o in overrides if o not in auto] + ["env_runners.num_env_runners=0"]
         self.resolved_overrides = overrides
         experiment = validation.load_experiment(self.config_path, self.toolkit, overrides)
-        return experiment if not auto or self.multi_node else self.with_auto_runners(self.cpus)
+        if not auto or self.multi_node:
+            return experiment
+        return self.with_auto_runners(experiment, self.cpus)
 
-    def with_auto_runners(self, cpus: float):
+    def with_auto_runners(self, probe, cpus: float):
         """The experiment with env_runners.num_env_runners=auto resolved for ``cpus`` CPUs in all:
-        every CPU but the driver's and learners', one env runner per num_cpus_per_env_runner."""
+        every CPU but the driver's and learners', one env runner per num_cpus_per_env_runner.
+        ``probe``: the experiment validated with no env runners (``load_experiment``)."""
         from ddrl.pipeline import resources, validation
 
-        probe = validation.load_experiment(self.config_path, self.toolkit, self.resolved_overrides)
         driver = resources.required_per_trial(probe)
         per_runner = float(
             (probe.rllib.get("env_runners") or {}).get("num_cpus_per_env_runner", 1) or 1
@@ -222,7 +224,7 @@ class Launcher:
             if self.multi_node:
                 node, cluster_cpus = self._start_head()
                 if self.auto_runners:
-                    experiment = self.with_auto_runners(cluster_cpus)
+                    experiment = self.with_auto_runners(experiment, cluster_cpus)
                 resources.check_fits(
                     resources.required_per_trial(experiment), resources.ray_cluster()
                 )
