@@ -152,6 +152,8 @@ def test_tiny_benchmark_end_to_end_then_resumes(tmp_path):
     again = run_script(BENCH, *args, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "4 of 4 runs already done; 0 to run" in again.stdout
+    # the old gym's import notice (SB3 imports it) is not shown
+    assert "Gym has been unmaintained" not in proc.stderr + again.stderr
 
 
 def test_bad_budget_is_one_clear_line(tmp_path):

@@ -172,6 +172,7 @@ def test_real_pybulletgym_trains_two_iterations_and_renders(tmp_path):
     assert [r["training_iteration"] for r in results] == [1, 2]
     assert results[-1]["num_env_steps_sampled_lifetime"] >= 800
     assert results[-1]["env_runners"]["episode_len_mean"] > 0
+    assert "Gym has been unmaintained" not in proc.stderr, "the old gym's import notice is left out"
 
     video = tmp_path / "gymperium.gif"
     render = run_script(

@@ -21,6 +21,9 @@ from ddrl.errors import UserError
 
 
 def require_sb3():
+    from ddrl.envs.old_gym import import_old_gym_quietly
+
+    import_old_gym_quietly()  # SB3 imports the old gym when it is installed (pybulletgym needs it)
     try:
         import stable_baselines3
     except ImportError:

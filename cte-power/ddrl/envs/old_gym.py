@@ -11,6 +11,8 @@ other. Shimmy does the same but needs the old ``gym`` importable for its own imp
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any
 
 import gymnasium as gym
@@ -113,10 +115,22 @@ def register_old_gym_env(
     )
 
 
+def import_old_gym_quietly():
+    """The old ``gym`` package, or None if it is not installed. Imported here first, its import
+    notice ("Gym has been unmaintained since 2022...", 4 lines on stderr) is left out: we read
+    only PyBullet Gymperium's registry from it, and Stable-Baselines3 imports it whenever present."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            import gym
+    except ImportError:
+        return None
+    return gym
+
+
 def register_old_gym_envs(marker: str) -> list[str]:
     """Register with Gymnasium every environment of the old ``gym`` registry whose entry point
     contains ``marker`` (e.g. "pybulletgym"); returns their ids."""
-    import gym as old_gym  # the old package that the toolkit itself registered with
+    old_gym = import_old_gym_quietly()  # the old package that the toolkit itself registered with
 
     registry = old_gym.envs.registry
     specs = registry.env_specs if hasattr(registry, "env_specs") else registry  # gym < 0.22 / later

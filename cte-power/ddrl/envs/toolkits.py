@@ -37,6 +37,10 @@ class Toolkit:
     old_gym_api: bool = False
 
     def load(self) -> None:
+        if self.old_gym_api:
+            from ddrl.envs.old_gym import import_old_gym_quietly
+
+            import_old_gym_quietly()  # before the toolkit imports it, with its notice
         try:
             importlib.import_module(self.module)
         except ImportError as err:
