@@ -15,6 +15,11 @@ in hidden layers, 0.01 for the action means, 1 for the value; zero biases) inste
 default. Measured, it did not pay here: on Hopper it did not close the gap to SB3 (it was the
 suspect; results/bench/learning/diagnosis/ppo-orthogonal-init/), and the shipped inverted-pendulum
 config no longer reached its return within its budget with it.
+
+Two more of Stable-Baselines3's optimizer details, also opt-in, so that the learning benchmark can
+run both systems with the same settings: ``adam_epsilon`` (SB3's 1e-5; torch's and RLlib's 1e-8)
+and ``advantages_per_minibatch`` (SB3 standardises the advantages of each minibatch; RLlib once per
+train batch, which stays so: with the option on, both are done).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.algorithms.ppo import ppo as rllib_ppo
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 from torch import nn
 
@@ -62,6 +69,13 @@ class PPOTorchRLModule(DefaultPPOTorchRLModule):
             orthogonal_([vf_out], 1.0)
 
 
+def standardized(values: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``values`` less their mean, over their standard deviation, both taken over the entries
+    ``mask`` marks valid (RLlib's artificial bootstrap timesteps are not); as SB3, std + 1e-8."""
+    valid = values if mask is None else values[mask]
+    return (values - valid.mean()) / (valid.std() + 1e-8)
+
+
 class PPOTorchLearner(RLlibPPOTorchLearner):
     @override(RLlibPPOTorchLearner)
     def build(self) -> None:
@@ -75,9 +89,20 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         params = self.get_parameters(self._module[module_id])
         self.register_optimizer(
             module_id=module_id,
-            optimizer=torch.optim.Adam(params, fused=True),
+            optimizer=torch.optim.Adam(params, eps=config.adam_epsilon, fused=True),
             params=params,
             lr_or_lr_schedule=config.lr,
+        )
+
+    @override(RLlibPPOTorchLearner)
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        if config.advantages_per_minibatch:
+            batch = dict(batch)
+            batch[Postprocessing.ADVANTAGES] = standardized(
+                batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK)
+            )
+        return super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
 
     @override(RLlibPPOTorchLearner)
@@ -102,18 +127,35 @@ class PPOConfig(rllib_ppo.PPOConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or PPO)
         self.orthogonal_init = False
+        self.adam_epsilon = 1e-8
+        self.advantages_per_minibatch = False
 
     @override(rllib_ppo.PPOConfig)
-    def training(self, *, orthogonal_init: bool | None = NotProvided, **kwargs):
+    def training(
+        self,
+        *,
+        orthogonal_init: bool | None = NotProvided,
+        adam_epsilon: float | None = NotProvided,
+        advantages_per_minibatch: bool | None = NotProvided,
+        **kwargs,
+    ):
         """RLlib's PPO settings, and:
 
         Args:
             orthogonal_init: start the networks orthogonal (as Stable-Baselines3 and CleanRL)
                 rather than with torch's default initialisation.
+            adam_epsilon: Adam's epsilon (torch's default 1e-8; Stable-Baselines3 uses 1e-5).
+            advantages_per_minibatch: standardise the advantages again within each minibatch,
+                as Stable-Baselines3 and CleanRL do (RLlib does it once per train batch).
         """
         super().training(**kwargs)
-        if orthogonal_init is not NotProvided:
-            self.orthogonal_init = orthogonal_init
+        for name, value in (
+            ("orthogonal_init", orthogonal_init),
+            ("adam_epsilon", adam_epsilon),
+            ("advantages_per_minibatch", advantages_per_minibatch),
+        ):
+            if value is not NotProvided:
+                setattr(self, name, value)
         return self
 
     @override(rllib_ppo.PPOConfig)

@@ -66,6 +66,10 @@ HYPERPARAMETERS = {
         "hiddens": [64, 64],
         "vf_coef": 0.5,
         "max_grad_norm": 0.5,
+        # SB3's PPO details, which RLlib's PPO does otherwise (ddrl.algorithms.ppo has them as options)
+        "orthogonal_init": True,
+        "adam_epsilon": 1e-5,
+        "advantages_per_minibatch": True,
     },
 }
 DEFAULT_BUDGETS = {"SAC": 50_000, "TD3": 50_000, "PPO": 500_000}
@@ -141,6 +145,9 @@ def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
             "use_kl_loss": False,
             "entropy_coeff": 0.0,
             "vf_clip_param": 1e9,
+            "orthogonal_init": hp["orthogonal_init"],
+            "adam_epsilon": hp["adam_epsilon"],
+            "advantages_per_minibatch": hp["advantages_per_minibatch"],
         }
         raw["rl_module"] = {
             "model_config": {

@@ -5,7 +5,9 @@ The hyperparameters are a plain dict with neutral names, shared by the learning 
 read from an experiment):
 
 - PPO: ``lr gamma gae_lambda clip num_envs rollout minibatch epochs hiddens vf_coef`` and,
-  optionally, ``ent_coef`` (0), ``max_grad_norm`` (SB3's 0.5), ``activation`` (SB3's tanh);
+  optionally, ``ent_coef`` (0), ``max_grad_norm`` (SB3's 0.5), ``activation`` (SB3's tanh),
+  ``orthogonal_init`` (SB3's True), ``adam_epsilon`` (SB3's 1e-5) and ``advantages_per_minibatch``
+  (SB3's True: ``normalize_advantage``);
 - SAC and TD3: ``lr gamma tau batch_size learning_starts buffer_size hiddens`` (or
   ``actor_hiddens`` and ``critic_hiddens``), optionally ``activation`` (SB3's relu); SAC adds
   ``initial_alpha``, TD3 ``exploration_noise target_noise target_noise_clip policy_delay``.
@@ -46,6 +48,8 @@ def model(algorithm: str, env, hp: dict, seed: int):
         policy_kwargs["activation_fn"] = ACTIVATIONS[hp["activation"]]
     if algorithm == "PPO":
         policy_kwargs["net_arch"] = {"pi": hp["hiddens"], "vf": hp["hiddens"]}
+        policy_kwargs["ortho_init"] = hp.get("orthogonal_init", True)
+        policy_kwargs["optimizer_kwargs"] = {"eps": hp.get("adam_epsilon", 1e-5)}
         return sb3.PPO(
             "MlpPolicy",
             make_vec_env(env, n_envs=hp["num_envs"], seed=seed),
@@ -59,6 +63,7 @@ def model(algorithm: str, env, hp: dict, seed: int):
             ent_coef=hp.get("ent_coef", 0.0),
             vf_coef=hp["vf_coef"],
             max_grad_norm=hp.get("max_grad_norm", 0.5),
+            normalize_advantage=hp.get("advantages_per_minibatch", True),
             policy_kwargs=policy_kwargs,
             seed=seed,
             device="cpu",
