@@ -103,3 +103,65 @@ def test_orthogonal_init_as_stable_baselines3_on_request():
     # the default: torch's initialisation, as RLlib's PPO (not orthogonal)
     default = linear(module().encoder)[1].weight.detach()
     assert (default @ default.T - 2.0 * torch.eye(64)).abs().max() > 0.5
+
+
+def test_sb3_adam_epsilon_on_request():
+    def epsilon(**training):
+        config = ppo.PPOConfig().environment("Pendulum-v1").training(**training)
+        learner = config.build_learner(env=gym.make("Pendulum-v1"))
+        (optimizer,) = [
+            learner.get_optimizer(m, n) for m, ns in learner._module_optimizers.items() for n in ns
+        ]
+        return optimizer.param_groups[0]["eps"]
+
+    assert epsilon() == 1e-8  # torch's and RLlib's
+    assert epsilon(adam_epsilon=1e-5) == 1e-5  # Stable-Baselines3's
+
+
+def test_advantages_standardised_per_minibatch_on_request():
+    """With the option, the loss is that of the minibatch whose advantages were standardised
+    over its valid (unmasked) rows first, as SB3 does; without it, RLlib's loss on the raw ones."""
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.evaluation.postprocessing import Postprocessing
+
+    env = gym.make("Pendulum-v1")
+    generator = torch.Generator().manual_seed(0)
+    n = 32
+    obs = torch.randn(n, 3, generator=generator)
+    advantages = 5.0 + 3.0 * torch.randn(n, generator=generator)
+    mask = torch.ones(n, dtype=torch.bool)
+    mask[[5, 17]] = False  # RLlib's artificial bootstrap timesteps
+    advantages[~mask] = 1e6  # must not count in the statistics
+    logp_shift = 0.1 * torch.randn(n, generator=generator)  # an older policy's log-probabilities
+
+    def loss(advantages_per_minibatch: bool, advantages: torch.Tensor) -> float:
+        torch.manual_seed(0)
+        config = ppo.PPOConfig().environment("Pendulum-v1")
+        learner = config.training(advantages_per_minibatch=advantages_per_minibatch).build_learner(
+            env=env
+        )
+        module = learner.module["default_policy"]
+        with torch.no_grad():
+            inputs = module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+        dist = module.get_train_action_dist_cls().from_logits(inputs)
+        actions = dist.sample()
+        batch = {
+            Columns.OBS: obs,
+            Columns.ACTIONS: actions,
+            Columns.ACTION_DIST_INPUTS: inputs,
+            Columns.ACTION_LOGP: dist.logp(actions) + logp_shift,
+            Columns.LOSS_MASK: mask,
+            Postprocessing.ADVANTAGES: advantages,
+            Postprocessing.VALUE_TARGETS: torch.zeros(n),
+        }
+        return learner.compute_loss_for_module(
+            module_id="default_policy",
+            config=learner.config.get_config_for_module("default_policy"),
+            batch=batch,
+            fwd_out=module.forward_train(batch),
+        ).item()
+
+    valid = advantages[mask]
+    by_hand = (advantages - valid.mean()) / (valid.std() + 1e-8)
+    assert loss(True, advantages) == pytest.approx(loss(False, by_hand), rel=1e-5)
+    assert loss(False, advantages) != pytest.approx(loss(False, by_hand), rel=1e-2)

@@ -82,6 +82,19 @@ def test_same_hyperparameters_for_both_systems():
     assert model.tau == ours["tau"] and model.gamma == ours["gamma"]
 
 
+def test_same_ppo_settings_for_both_systems():
+    """SB3's PPO details that RLlib's PPO does otherwise are set on ours, and passed to SB3."""
+    pytest.importorskip("stable_baselines3")
+    run = lb.Run("sb3", "PPO", "HopperBulletEnv-v0", 0, 4096)
+    model = lb.sb3_model(run)
+    ours = lb.our_experiment(run, 2048, 1)["training"]
+    assert model.policy.ortho_init is ours["orthogonal_init"] is True
+    assert model.policy.optimizer.defaults["eps"] == ours["adam_epsilon"] == 1e-5
+    assert model.normalize_advantage is ours["advantages_per_minibatch"] is True
+    assert model.n_steps * model.n_envs == ours["train_batch_size_per_learner"]
+    assert model.batch_size == ours["minibatch_size"] and model.n_epochs == ours["num_epochs"]
+
+
 @pytest.mark.slow
 def test_tiny_benchmark_end_to_end_then_resumes(tmp_path):
     pytest.importorskip("stable_baselines3")

@@ -213,5 +213,12 @@ def test_the_schema_paths_reach_both_algorithms_settings():
         "num_env_runners",
         "initial_alpha",
     }
-    assert set(PATHS["PPO"]) >= {"lambda_", "lr", "fcnet_hiddens", "minibatch_size", "clip_param"}
+    assert set(PATHS["PPO"]) >= {
+        "lambda_",
+        "lr",
+        "fcnet_hiddens",
+        "minibatch_size",
+        "clip_param",
+        "adam_epsilon",
+    }
     assert PATHS["SAC"]["capacity"] == ("training", "replay_buffer_config", "capacity")

@@ -33,6 +33,7 @@ RANGES: dict[str, tuple[Any, str]] = {
     "critic_lr": (Positive, "a learning rate, above 0"),
     "alpha_lr": (Positive, "a learning rate, above 0"),
     "initial_alpha": (Positive, "the initial entropy coefficient, above 0"),
+    "adam_epsilon": (Positive, "Adam's epsilon, above 0 (1e-8 torch's, 1e-5 SB3's)"),
     "clip_param": (Positive, "the PPO clip range, above 0"),
     "vf_clip_param": (Positive, "the value-loss clip, above 0"),
     "grad_clip": (Positive | None, "a gradient-norm limit, above 0 (or null: no clipping)"),
