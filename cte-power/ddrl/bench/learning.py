@@ -145,9 +145,7 @@ def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
             "use_kl_loss": False,
             "entropy_coeff": 0.0,
             "vf_clip_param": 1e9,
-            "orthogonal_init": hp["orthogonal_init"],
-            "adam_epsilon": hp["adam_epsilon"],
-            "advantages_per_minibatch": hp["advantages_per_minibatch"],
+            **{k: hp[k] for k in ("orthogonal_init", "adam_epsilon", "advantages_per_minibatch")},
         }
         raw["rl_module"] = {
             "model_config": {
