@@ -80,7 +80,12 @@ def test_the_first_update_switches_off_the_uniform_warmup():
     learner = (
         SACConfig()
         .environment(observation_space=OBS, action_space=ACT)
-        .training(actor_hiddens=[8], critic_hiddens=[8], train_batch_size_per_learner=4)
+        .training(
+            actor_hiddens=[8],
+            critic_hiddens=[8],
+            train_batch_size_per_learner=4,
+            num_steps_sampled_before_learning_starts=0,
+        )
         .env_runners(num_env_runners=0)
         .build_learner()
     )
@@ -214,6 +219,7 @@ def test_critic_loss_is_the_configured_one(critic_loss):
             train_batch_size_per_learner=64,
             critic_loss=critic_loss,
             gamma=0.0,
+            num_steps_sampled_before_learning_starts=0,
         )  # fmt: skip
         .env_runners(num_env_runners=0)
         .build_learner()

@@ -121,6 +121,7 @@ def test_replay_buffer_is_a_ring_of_the_newest_transitions():
 
 
 def build_learner(config):
+    config = config.training(num_steps_sampled_before_learning_starts=0)
     learner = config.build_learner(env=gym.make("Pendulum-v1"))
     learner.lean_update(random_transitions_for_pendulum(64), num_updates=0)
     return learner

@@ -45,6 +45,7 @@ def test_update_flops_are_what_torch_counts_on_the_real_update(name, config_clas
         "actor_hiddens": [48, 40],
         "critic_hiddens": [24, 32],
         "train_batch_size_per_learner": 16,
+        "num_steps_sampled_before_learning_starts": 0,
         **extra,
     }
     algo_config = (

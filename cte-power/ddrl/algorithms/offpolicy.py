@@ -41,6 +41,17 @@ CRITIC_LOSSES = {
 }
 
 
+#: replay_buffer_config keys of RLlib's prioritized buffers (our replay is uniform)
+PRIORITY_KEYS = {
+    "alpha",
+    "beta",
+    "epsilon",
+    "prioritized_replay_alpha",
+    "prioritized_replay_beta",
+    "prioritized_replay_eps",
+}
+
+
 class LeanOffPolicyConfig(rllib_sac.SACConfig):
     """The settings SAC and TD3/DDPG share on the lean path: network sizes, replay ratio, one
     learner call per fragment. Each algorithm's config subclasses this and adds its own keys.
@@ -50,8 +61,30 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
     names what a subclass inherits from it but does not use, and ``ddrl.pipeline.rllib_config`` refuses those.
     """
 
-    #: RLlib SAC keyword -> why this algorithm has no use for it (an experiment that sets one is refused).
-    foreign_training_keys: dict[str, str] = {}
+    #: RLlib keyword -> why this algorithm has no use for it (an experiment that sets one is
+    #: refused): the RLlib SAC and learner settings that the lean update never reads.
+    foreign_training_keys: dict[str, str] = {
+        "lr": "set actor_lr and critic_lr (and SAC's alpha_lr)",
+        "optimization_config": "set actor_lr and critic_lr (and SAC's alpha_lr)",
+        "optimizer": "each network has its own Adam; set actor_lr and critic_lr",
+        "grad_clip": "the update does not clip gradients (neither do the SAC and TD3 papers nor SB3)",
+        "grad_clip_by": "the update does not clip gradients",
+        "training_intensity": "the replay ratio is updates_per_env_step (gradient updates per env step)",
+        "target_network_update_freq": "the target networks are soft-updated (tau) after every update",
+        "q_model_config": "set the critics with critic_hiddens and hidden_activation",
+        "policy_model_config": "set the actor with actor_hiddens and hidden_activation",
+        "model": "set the networks with actor_hiddens, critic_hiddens and hidden_activation",
+        "clip_actions": "the actor's tanh keeps actions inside the action space",
+        "_deterministic_loss": "not implemented by our update",
+        "_use_beta_distribution": "the actor is a tanh-squashed Gaussian",
+        "num_epochs": "an on-policy setting; the replay ratio is updates_per_env_step",
+        "minibatch_size": "the minibatch is train_batch_size_per_learner",
+        "shuffle_batch_per_epoch": "an on-policy setting; minibatches are drawn from the replay buffer",
+        "learner_connector": "the update reads the replay buffer directly; no learner connector runs",
+        "add_default_connectors_to_learner_pipeline": "no learner connector runs",
+    }
+    #: The replay buffers whose sampling is what ``ddrl.algorithms.replay`` does (uniform).
+    UNIFORM_REPLAY = ("EpisodeReplayBuffer", "ReplayBuffer", None)
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
@@ -65,6 +98,13 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         self.rollout_fragment_length = 64
         self.min_time_s_per_iteration = 0
         self.min_sample_timesteps_per_iteration = 1000
+        # The SAC paper's and SB3's learning rates (RLlib's actor_lr is 3e-5).
+        self.actor_lr = 3e-4
+        self.critic_lr = 3e-4
+        self.alpha_lr = 3e-4
+        # Uniform replay, kept in checkpoints: a resumed run learns from the data it had.
+        self.replay_buffer_config = {"type": "EpisodeReplayBuffer", "capacity": 1_000_000}
+        self.store_buffer_in_checkpoints = True
 
     def training(
         self,
@@ -117,6 +157,12 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         if self.critic_loss not in CRITIC_LOSSES:
             raise ValueError(
                 f"`critic_loss` must be one of {sorted(CRITIC_LOSSES)}, got {self.critic_loss!r}."
+            )
+        replay = dict(self.replay_buffer_config or {})
+        if replay.get("type") not in self.UNIFORM_REPLAY or set(replay) & PRIORITY_KEYS:
+            raise ValueError(
+                f"{name}'s replay is uniform, with only replay_buffer_config.capacity to set; "
+                f"got {replay} (prioritized replay is not implemented)."
             )
         if self.n_step not in (1, None):
             raise ValueError(f"{name} uses 1-step TD targets; got n_step={self.n_step}.")
@@ -264,10 +310,20 @@ class LeanOffPolicyLearner(TorchLearner):
             )
 
     def store_and_check_ready(self, transitions: dict | None, num_updates: int) -> bool:
-        """Add the new transitions; True if ``num_updates`` > 0 and a full minibatch is stored."""
+        """Add the new transitions; True if ``num_updates`` > 0 and ``can_update()``."""
         if transitions is not None:
             self.replay.add(transitions)
-        return num_updates > 0 and len(self.replay) >= self.config.train_batch_size_per_learner
+        return num_updates > 0 and self.can_update()
+
+    def can_update(self) -> bool:
+        """The buffer holds a minibatch and the learning starts' worth of transitions (or is
+        full): a run resumed without its buffer refills it before it updates again, rather than
+        learning from a few hundred transitions."""
+        enough = max(
+            self.config.train_batch_size_per_learner,
+            self.config.num_steps_sampled_before_learning_starts,
+        )
+        return len(self.replay) >= min(enough, self.replay.capacity)
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         raise NotImplementedError(

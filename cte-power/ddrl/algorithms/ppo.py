@@ -1,5 +1,12 @@
 """PPOConfig/PPO: RLlib's PPO with one finiteness check per gradient step (what ``algorithm: PPO`` trains).
 
+The value loss is the plain squared error, as in the thesis's RLlib 1.1 and in SB3: our default
+``vf_clip_param`` is infinite. RLlib 2's default of 10 clamps the *squared* value error, so every
+sample whose value error exceeds sqrt(10) gives no value gradient; with returns-to-go in the
+tens or hundreds (the humanoid, the inverted pendulum) the value function then barely trains.
+RLlib 1.x clipped the change of the prediction instead; a finite ``vf_clip_param`` here is
+RLlib 2's clamp, kept for those who want it.
+
 Its learner also takes the trial's idle CPUs (``ddrl.pipeline.resources.learner_threads``) and steps a
 fused Adam. RLlib's ``TorchLearner.apply_gradients`` guards every minibatch update against nan/inf gradients
 with two ``isfinite(...).all()`` checks per parameter tensor, each a separate small kernel and a
@@ -126,6 +133,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
 class PPOConfig(rllib_ppo.PPOConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or PPO)
+        self.vf_clip_param = math.inf  # no clamp of the squared value error (see the module doc)
         self.orthogonal_init = False
         self.adam_epsilon = 1e-8
         self.advantages_per_minibatch = False

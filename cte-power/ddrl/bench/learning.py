@@ -144,7 +144,6 @@ def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
             "grad_clip": hp["max_grad_norm"],
             "use_kl_loss": False,
             "entropy_coeff": 0.0,
-            "vf_clip_param": 1e9,
             **{k: hp[k] for k in ("orthogonal_init", "adam_epsilon", "advantages_per_minibatch")},
         }
         raw["rl_module"] = {

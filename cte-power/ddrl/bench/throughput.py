@@ -400,9 +400,9 @@ class _Trial:
         self.last: dict = {}
         for _ in range(2):  # past learning starts, caches filled
             self.last.update(self.algo.train())
-        replay = getattr(getattr(self.algo.learner_group, "_learner", None), "replay", None)
-        while replay is not None and len(replay) < self.algo.config.train_batch_size_per_learner:
-            self.last.update(self.algo.train())  # off-policy: until a minibatch can be drawn
+        learner = getattr(self.algo.learner_group, "_learner", None)
+        while hasattr(learner, "can_update") and not learner.can_update():
+            self.last.update(self.algo.train())  # off-policy: until the learner updates
 
     def iteration(self) -> tuple[int, float]:
         before = self.last.get("num_env_steps_sampled_lifetime", 0)

@@ -40,8 +40,9 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))
     from ddrl.envs import vector_actions  # imports Ray
+    from ddrl.pipeline import evaluation
 
-    return vector_actions.use_batched_actions(config)
+    return evaluation.unbiased_evaluation(vector_actions.use_batched_actions(config))
 
 
 class _DropNotice(logging.Filter):

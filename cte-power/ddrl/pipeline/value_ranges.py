@@ -35,7 +35,10 @@ RANGES: dict[str, tuple[Any, str]] = {
     "initial_alpha": (Positive, "the initial entropy coefficient, above 0"),
     "adam_epsilon": (Positive, "Adam's epsilon, above 0 (1e-8 torch's, 1e-5 SB3's)"),
     "clip_param": (Positive, "the PPO clip range, above 0"),
-    "vf_clip_param": (Positive, "the value-loss clip, above 0"),
+    "vf_clip_param": (
+        Positive,
+        "RLlib 2's clamp of the squared value error, above 0 (none by default)",
+    ),
     "grad_clip": (Positive | None, "a gradient-norm limit, above 0 (or null: no clipping)"),
     "vf_loss_coeff": (NonNegative, "a loss weight, 0 or more"),
     "entropy_coeff": (NonNegative | list, "a loss weight, 0 or more"),

@@ -49,7 +49,7 @@ class SACTorchLearner(LeanOffPolicyLearner):
         }
         # Summed as tensors: no device sync per update.
         totals = {
-            k: torch.zeros(())
+            k: torch.zeros((), device=self._device)
             for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
         }
         critic_loss_fn = CRITIC_LOSSES[config.critic_loss]

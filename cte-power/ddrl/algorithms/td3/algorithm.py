@@ -28,7 +28,7 @@ class TD3Config(LeanOffPolicyConfig):
         algo = config.build_algo()
     """
 
-    foreign_training_keys = {
+    foreign_training_keys = LeanOffPolicyConfig.foreign_training_keys | {
         key: _NO_ENTROPY for key in ("initial_alpha", "alpha_lr", "target_entropy")
     }
 
@@ -47,7 +47,6 @@ class TD3Config(LeanOffPolicyConfig):
         self.critic_lr = 1e-3
         self.train_batch_size_per_learner = 256
         self.num_steps_sampled_before_learning_starts = 10_000
-        self.replay_buffer_config = {"type": "EpisodeReplayBuffer", "capacity": 1_000_000}
 
     @override(LeanOffPolicyConfig)
     def training(
