@@ -190,6 +190,102 @@ CASES.update(
         ),
     }
 )
+SEARCHED = GOOD.replace(
+    "minibatch_size: 100}", "minibatch_size: 100, lr: {choice: [0.001, 0.0003]}}"
+)
+CASES.update(
+    {
+        # Tune settings that are each valid and fail together (inside Tune, once Ray has started)
+        "pbt-with-a-search": (
+            SEARCHED + "tune: {num_samples: 2, search: {type: optuna}, scheduler: {type: pbt, "
+            "hyperparam_mutations: {training.lr: [0.001, 0.0003]}}}\n",
+            [],
+            {},
+            ["pbt chooses the hyperparameters itself", "remove one"],
+        ),
+        "asha-grace-beyond-max-t": (
+            GOOD + "tune: {scheduler: {type: asha, max_t: 2, grace_period: 5}}\n",
+            [],
+            {},
+            ["Tune rejects", "grace_period must be <= max_t"],
+        ),
+        "scheduler-and-search-disagree": (
+            SEARCHED
+            + "tune: {num_samples: 2, search: {type: optuna}, scheduler: {type: asha, mode: min}}\n",
+            [],
+            {},
+            ["by min mean_return", "by max mean_return", "same metric and mode"],
+        ),
+        "eval-metric-without-evaluation": (
+            GOOD + "tune: {scheduler: {type: asha, metric: eval_return}}\n",
+            [],
+            {},
+            ["tune.scheduler uses eval_return", "add an evaluation group"],
+        ),
+        "eval-stop-without-evaluation": (
+            GOOD.replace("iterations: 1", "eval_return: 100"),
+            [],
+            {},
+            ["stop uses eval_return", "add an evaluation group"],
+        ),
+        "mutation-interval-reversed": (
+            GOOD + "tune: {scheduler: {type: pbt, "
+            "hyperparam_mutations: {training.lr: {uniform: [0.1, 0.001]}}}}\n",
+            [],
+            {},
+            ["uniform needs [low, high] with low < high", "[0.1, 0.001]"],
+        ),
+    }
+)
+DEEP = "[" * 600 + "]" * 600
+CASES.update(
+    {
+        # nesting past Python's recursion limit: it once ended in a RecursionError traceback
+        "deep-nesting-in-the-file": (
+            GOOD.replace("minibatch_size: 100", f"minibatch_size: 100, lr: {DEEP}"),
+            [],
+            {},
+            ["nest more than 32 levels deep"],
+        ),
+        "deep-nesting-in-a-set": (
+            GOOD,
+            ["--set", f"training.gamma={DEEP}"],
+            {},
+            ["--set 'training.gamma=[[[", "nest more than 32 levels deep"],
+        ),
+        "nesting-past-the-limit": (
+            GOOD.replace("minibatch_size: 100", "minibatch_size: 100, lr: " + "[" * 33 + "]" * 33),
+            [],
+            {},
+            ["nest more than 32 levels deep"],
+        ),
+        # numbers that are numbers to Python but no setting
+        "infinite-budget": (
+            GOOD.replace("iterations: 1", "env_steps: .inf"),
+            [],
+            {},
+            ["'stop.env_steps' must be a finite number", "inf"],
+        ),
+        "nan-return-threshold": (
+            GOOD.replace("iterations: 1", "mean_return: .nan"),
+            [],
+            {},
+            ["'stop.mean_return' must be a finite number", "nan"],
+        ),
+        "absurd-learning-rate": (
+            GOOD,
+            ["--set", "training.lr=1e308"],
+            {},
+            ["'training.lr' must be a learning rate, above 0 and at most 1", "1e+308"],
+        ),
+        "infinite-discount": (
+            GOOD,
+            ["--set", "training.vf_loss_coeff=.inf"],
+            {},
+            ["'training.vf_loss_coeff' must be", "inf"],
+        ),
+    }
+)
 CASES["wrong-type-number"] = (
     GOOD.replace("minibatch_size: 100", "minibatch_size: 100, lr: fast"),
     [],
@@ -282,3 +378,26 @@ def test_results_dir_that_cannot_be_created(train_bullet, tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1, err
         assert "cannot be created" in err and "is a file, not a folder" in err
+
+
+def test_an_error_about_a_pybullet_env_is_its_one_line_alone(tmp_path):
+    """PyBullet prints its build time (stderr) on import and "argv[0]=" (stdout) on connecting,
+    from C: the error line must not come after that noise, nor must a dry run's report."""
+    from conftest import TRAIN_BULLET, run_script
+
+    proc = run_script(
+        TRAIN_BULLET,
+        "--results-dir",
+        tmp_path,
+        "--set",
+        "environment.env_config.no_such_option=1",
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == "", proc.stdout
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
+
+    proc = run_script(TRAIN_BULLET, "--results-dir", tmp_path, "--dry-run", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and proc.stdout.startswith("toolkit: pybullet-envs"), proc.stdout[:300]
+    assert "argv[0]" not in proc.stdout and "pybullet build time" not in proc.stdout

@@ -3,12 +3,14 @@ exit code 2 and one line of message, with no traceback, before Ray starts, writi
 
 Generated from the schema: the ranges declared in ``ddrl.pipeline.value_ranges`` (values outside them,
 values of the wrong type), the keys RLlib's ``AlgorithmConfig`` groups and our own groups accept
-(misspelled or unknown), YAML that does not parse, and bytes that are not text. Seeded
+(misspelled or unknown), non-finite and absurd numbers, nesting deeper than any experiment's
+(to past Python's recursion limit), YAML that does not parse, and bytes that are not text. Seeded
 (``derandomize``), so a failure reproduces; 240 examples per run.
 """
 
 import contextlib
 import io
+import math
 
 import pytest
 import yaml
@@ -64,6 +66,7 @@ numbers = st.one_of(
     st.integers(-(10**6), 10**6),
     st.floats(-1e6, 1e6, allow_nan=False),
     st.sampled_from([0, -1, 0.0, 1.0001, 2]),
+    st.sampled_from([math.inf, -math.inf, math.nan, 1e308]),  # numbers, but no setting
 )
 
 
@@ -157,7 +160,20 @@ def non_text(draw):
     return ("bytes", data)
 
 
-bad_inputs = st.one_of(out_of_range(), unknown_keys(), broken_yaml(), non_text())
+@st.composite
+def deep_nesting(draw):
+    """A setting nested past any experiment's depth, up to past Python's recursion limit."""
+    depth = draw(st.one_of(st.integers(33, 60), st.integers(400, 3000)))
+    opening, closing = draw(st.sampled_from([("[", "]"), ("{a: ", "}")]))
+    value = opening * depth + "1" + closing * depth
+    if draw(st.booleans()):
+        path = draw(st.sampled_from(["training.gamma", "stop.iterations", "env_runners.x"]))
+        return ("set-text", "SAC", path, value)
+    text = yaml.safe_dump(BASE, sort_keys=False) + f"training: {{gamma: {value}}}\n"
+    return ("file", text)
+
+
+bad_inputs = st.one_of(out_of_range(), unknown_keys(), broken_yaml(), non_text(), deep_nesting())
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +201,10 @@ def test_every_generated_bad_input_is_one_clear_line(bad, main, tmp_path_factory
             "--set",
             f"{path}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}",
         ]
+    elif bad[0] == "set-text":
+        _, algorithm, path, text = bad
+        config_file.write_text(yaml.safe_dump(BASE))
+        argv = ["--set", f"{path}={text}"]
     elif bad[0] == "file":
         config_file.write_text(bad[1])
     else:

@@ -150,7 +150,13 @@ def test_evaluation_return_is_the_mean_of_its_round_and_a_stop_key(local_ray):
     finally:
         algo.stop()
     stop = validation.validate(
-        {"env": "Pendulum-v1", "algorithm": "PPO", "stop": {"eval_return": -200}}, "gym"
+        {
+            "env": "Pendulum-v1",
+            "algorithm": "PPO",
+            "stop": {"eval_return": -200},
+            "evaluation": {"evaluation_interval": 1},
+        },
+        "gym",
     ).stop
     assert stop == {"eval_return": -200}
 

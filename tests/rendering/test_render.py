@@ -249,3 +249,33 @@ def test_error_corrupt_checkpoint(trained, render, tmp_path, capsys):
         "corrupt",
     )
     assert not (tmp_path / "v.gif").exists()
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--max-steps", 0),
+        ("--max-steps", -5),
+        ("--episodes", 0),
+        ("--seed", -1),
+        ("--seed", 2**40),
+        ("--frames", -1),
+        ("--frames", 10_000),
+        ("--fps", 0),
+        ("--width", 100_000),
+        ("--height", 0),
+    ],
+)
+def test_out_of_range_options_are_one_line_before_anything_is_loaded(
+    render, option, value, tmp_path, capsys
+):
+    """Checked first: no checkpoint is looked for, nothing is written (--max-steps 0 once ended
+    in an UnboundLocalError traceback after recording)."""
+    output = tmp_path / "video.mp4"
+    code = render(
+        [option, str(value), "--checkpoint", str(tmp_path / "none"), "--output", str(output)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"error: {option} must be") and err.count("\n") == 1, err
+    assert not output.exists()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 
+from ddrl.envs.quiet import QuietFirstReset, c_output_silenced
 from ddrl.errors import UserError
 
 
@@ -35,6 +36,8 @@ class Toolkit:
     preparer: str | None = None
     #: Registered with the old ``gym`` package: re-registered with Gymnasium through ``ddrl.envs.old_gym``.
     old_gym_api: bool = False
+    #: Its envs print from C when they connect (PyBullet): their first reset is silenced.
+    prints_on_connect: bool = False
 
     def load(self) -> None:
         if self.old_gym_api:
@@ -42,7 +45,8 @@ class Toolkit:
 
             import_old_gym_quietly()  # before the toolkit imports it, with its notice
         try:
-            importlib.import_module(self.module)
+            with c_output_silenced():  # PyBullet's build-time banner
+                importlib.import_module(self.module)
         except ImportError as err:
             raise UserError(
                 f"toolkit '{self.name}' needs the Python package '{self.module}', which cannot be "
@@ -68,7 +72,11 @@ class Toolkit:
 
     def make(self, env_id: str, **kwargs) -> gym.Env:
         self.load()
-        return gym.make(env_id, **kwargs)
+        if not self.prints_on_connect:
+            return gym.make(env_id, **kwargs)
+        with c_output_silenced():  # the first make imports PyBullet, which prints its build time
+            env = gym.make(env_id, **kwargs)
+        return QuietFirstReset(env)
 
 
 TOOLKITS: dict[str, Toolkit] = {
@@ -83,6 +91,7 @@ TOOLKITS: dict[str, Toolkit] = {
         module="pybullet_envs_gymnasium",
         entry_point_marker="pybullet_envs_gymnasium",
         install_hint="pip install pybullet==3.2.7 pybullet-envs-gymnasium==0.6.0",
+        prints_on_connect=True,
     ),
     "pybulletgym": Toolkit(
         name="pybulletgym",
@@ -93,6 +102,7 @@ TOOLKITS: dict[str, Toolkit] = {
             "pip install -e pybullet-gym"
         ),
         old_gym_api=True,
+        prints_on_connect=True,
     ),
     "unity": Toolkit(
         name="unity",
@@ -153,11 +163,12 @@ def check_creates(toolkit: str, env_id: str, env_config: dict | None = None) -> 
     is one clear error now instead of a wall of Ray errors from inside an env runner."""
     kit = get_toolkit(toolkit)
     try:
-        env = make_env(toolkit, env_id, env_config)
-        try:
-            env.reset(seed=0)
-        finally:
-            env.close()
+        with c_output_silenced():  # PyBullet's "argv[0]=" when it connects
+            env = make_env(toolkit, env_id, env_config)
+            try:
+                env.reset(seed=0)
+            finally:
+                env.close()
     except UserError:
         raise
     except ModuleNotFoundError as err:

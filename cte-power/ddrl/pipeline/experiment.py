@@ -142,8 +142,43 @@ _StrictLoader.add_constructor(
 )
 
 
+#: Levels of nesting a settings file may have (a few are used); deeper input would exhaust
+#: Python's recursion limit in the YAML parser or in the checks after it.
+MAX_DEPTH = 32
+
+
+class TooDeepError(yaml.YAMLError):
+    pass
+
+
 def read_yaml(text: str):
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except RecursionError:
+        too_deep = True
+    else:
+        too_deep = nesting_depth(data) > MAX_DEPTH
+    if too_deep:
+        raise TooDeepError(
+            f"its values nest more than {MAX_DEPTH} levels deep (settings nest a few levels)"
+        )
+    return data
+
+
+def nesting_depth(value) -> int:
+    """Levels of lists and mappings in ``value`` (0 for a plain value), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
+        if children is None:
+            continue
+        deepest = max(deepest, depth + 1)
+        if depth + 1 <= MAX_DEPTH:
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -155,13 +190,14 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise UserError(
                 f"--set '{item}': expected KEY.PATH=VALUE, e.g. --set training.lr=0.0003"
             )
+        shown = item if len(item) <= 60 else item[:57] + "..."
         try:
             value = read_yaml(text)
-        except DuplicateKeyError as err:
-            raise UserError(f"--set '{item}': {err}.") from None
+        except (DuplicateKeyError, TooDeepError) as err:
+            raise UserError(f"--set '{shown}': {err}.") from None
         except yaml.YAMLError:
             raise UserError(
-                f"--set '{item}': the value is not valid YAML; quote it, e.g. --set 'a.b=[1, 2]'."
+                f"--set '{shown}': the value is not valid YAML; quote it, e.g. --set 'a.b=[1, 2]'."
             ) from None
         keys = key_path.strip().split(".")
         node = raw
@@ -258,11 +294,11 @@ SCHEDULERS = {"asha": AshaSettings, "pbt": PbtSettings}
 class StopSettings(Section):
     """Whichever comes first; at least one is required."""
 
-    env_steps: Annotated[int | float, Field(gt=0)] | None = None
-    mean_return: int | float | None = None
-    eval_return: int | float | None = None
-    iterations: Annotated[int | float, Field(gt=0)] | None = None
-    time_s: Annotated[int | float, Field(gt=0)] | None = None
+    env_steps: Annotated[int | float, Field(gt=0, allow_inf_nan=False)] | None = None
+    mean_return: Annotated[int | float, Field(allow_inf_nan=False)] | None = None
+    eval_return: Annotated[int | float, Field(allow_inf_nan=False)] | None = None
+    iterations: Annotated[int | float, Field(gt=0, allow_inf_nan=False)] | None = None
+    time_s: Annotated[int | float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 CHECKPOINT_DEFAULTS = CheckpointSettings().model_dump()
@@ -273,6 +309,7 @@ _PYDANTIC_PHRASES = {
     "float_type": "a number",
     "int_from_float": "an integer",
     "none_required": "null",
+    "finite_number": "a finite number",
 }
 
 
@@ -531,6 +568,8 @@ def read_experiment_file(path: str | Path, toolkit: str, overrides: list[str] = 
         raw = read_yaml(text) or {}
     except DuplicateKeyError as err:
         raise UserError(f"{path}: {err}. Keep one of them.") from None
+    except TooDeepError as err:
+        raise UserError(f"{path}: {err}. Fix the file and run again.") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -18,7 +18,7 @@ from pathlib import Path
 from ddrl import algorithms
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
-from ddrl.pipeline import value_ranges
+from ddrl.pipeline import tune_checks, value_ranges
 from ddrl.pipeline.experiment import (
     RLLIB_GROUPS,
     Experiment,
@@ -87,6 +87,7 @@ def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
         source=source,
     )
     _check_with_rllib(experiment)
+    tune_checks.check_tune_settings(experiment)
     return experiment
 
 

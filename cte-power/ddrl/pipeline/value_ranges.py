@@ -14,24 +14,26 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from ddrl.errors import UserError
 
-Fraction = Annotated[float, Field(ge=0, le=1)]
-Positive = Annotated[float, Field(gt=0)]
-NonNegative = Annotated[float, Field(ge=0)]
+# Every number finite: YAML's .inf and .nan are numbers to Python, not settings.
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+LearningRate = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1)]
 CountOrZero = Annotated[int, Field(ge=0)]
-Amount = Annotated[float, Field(ge=0)]  # CPUs / GPUs: fractions allowed
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # CPUs / GPUs: fractions allowed
 Layers = list[Annotated[int, Field(gt=0, strict=True)]]
-RateOrSchedule = Positive | list  # RLlib accepts [[step, value], ...] schedules for lr
+RateOrSchedule = LearningRate | list  # RLlib accepts [[step, value], ...] schedules for lr
 
 #: setting -> (type with its range, what it is: said in the error)
 RANGES: dict[str, tuple[Any, str]] = {
     "gamma": (Fraction, "a discount factor, in [0, 1]"),
     "tau": (Fraction, "a soft-update rate, in [0, 1]"),
     "lambda_": (Fraction, "the GAE lambda, in [0, 1]"),
-    "lr": (RateOrSchedule, "a learning rate, above 0"),
-    "actor_lr": (Positive, "a learning rate, above 0"),
-    "critic_lr": (Positive, "a learning rate, above 0"),
-    "alpha_lr": (Positive, "a learning rate, above 0"),
+    "lr": (RateOrSchedule, "a learning rate, above 0 and at most 1"),
+    "actor_lr": (LearningRate, "a learning rate, above 0 and at most 1"),
+    "critic_lr": (LearningRate, "a learning rate, above 0 and at most 1"),
+    "alpha_lr": (LearningRate, "a learning rate, above 0 and at most 1"),
     "initial_alpha": (Positive, "the initial entropy coefficient, above 0"),
     "adam_epsilon": (Positive, "Adam's epsilon, above 0 (1e-8 torch's, 1e-5 SB3's)"),
     "clip_param": (Positive, "the PPO clip range, above 0"),
