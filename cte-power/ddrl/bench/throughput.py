@@ -451,47 +451,54 @@ def our_training(experiment: Experiment, progress=print):
 
 # --------------------------------------------------------------------------- the peer
 def hyperparameters(experiment: Experiment) -> dict:
-    """``experiment``'s settings under ``ddrl.bench.sb3``'s neutral names (RLlib's defaults where
-    the experiment leaves one out)."""
-    training = experiment.rllib["training"]
+    """``experiment``'s settings under ``ddrl.bench.sb3``'s neutral names (the algorithm's own
+    defaults where the experiment leaves one out)."""
+    from ddrl.algorithms import get_algorithm_class
+
+    defaults = get_algorithm_class(experiment.algorithm).get_default_config()
+    training = experiment.rllib.get("training", {})
+
+    def setting(key: str):
+        return training[key] if key in training else getattr(defaults, key)
+
     if experiment.algorithm == "PPO":
         model = experiment.rllib.get("rl_module", {}).get("model_config", {})
         runners = experiment.rllib.get("env_runners", {})
         # as many envs as all our runners step together
         envs = runners.get("num_envs_per_env_runner", 1) * max(1, runners.get("num_env_runners", 1))
         return {
-            "lr": training.get("lr", 5e-5),
+            "lr": setting("lr"),
             "num_envs": envs,
-            "rollout": training["train_batch_size_per_learner"],
-            "minibatch": training["minibatch_size"],
-            "epochs": training["num_epochs"],
-            "gamma": training.get("gamma", 0.99),
-            "gae_lambda": training.get("lambda_", 1.0),
-            "clip": training.get("clip_param", 0.3),
-            "ent_coef": training.get("entropy_coeff", 0.0),
-            "vf_coef": training.get("vf_loss_coeff", 1.0),
+            "rollout": setting("train_batch_size_per_learner"),
+            "minibatch": setting("minibatch_size"),
+            "epochs": setting("num_epochs"),
+            "gamma": setting("gamma"),
+            "gae_lambda": setting("lambda_"),
+            "clip": setting("clip_param"),
+            "ent_coef": setting("entropy_coeff"),
+            "vf_coef": setting("vf_loss_coeff"),
             "hiddens": model.get("fcnet_hiddens", [256, 256]),
             "activation": model.get("fcnet_activation", "tanh"),
         }
     hp = {
-        "lr": training["actor_lr"],
-        "buffer_size": training.get("replay_buffer_config", {}).get("capacity", 1_000_000),
-        "learning_starts": training["num_steps_sampled_before_learning_starts"],
-        "batch_size": training["train_batch_size_per_learner"],
-        "tau": training["tau"],
-        "gamma": training.get("gamma", 0.99),
-        "actor_hiddens": training["actor_hiddens"],
-        "critic_hiddens": training["critic_hiddens"],
-        "activation": training.get("hidden_activation", "relu"),
+        "lr": setting("actor_lr"),
+        "buffer_size": setting("replay_buffer_config").get("capacity", 1_000_000),
+        "learning_starts": setting("num_steps_sampled_before_learning_starts"),
+        "batch_size": setting("train_batch_size_per_learner"),
+        "tau": setting("tau"),
+        "gamma": setting("gamma"),
+        "actor_hiddens": setting("actor_hiddens"),
+        "critic_hiddens": setting("critic_hiddens"),
+        "activation": setting("hidden_activation"),
     }
     if experiment.algorithm == "SAC":
-        return {**hp, "initial_alpha": training["initial_alpha"]}
+        return {**hp, "initial_alpha": setting("initial_alpha")}
     return {
         **hp,
-        "exploration_noise": training.get("exploration_noise", 0.1),
-        "policy_delay": training.get("policy_delay", 2),
-        "target_noise": training.get("target_noise", 0.2),
-        "target_noise_clip": training.get("target_noise_clip", 0.5),
+        "exploration_noise": setting("exploration_noise"),
+        "policy_delay": setting("policy_delay"),
+        "target_noise": setting("target_noise"),
+        "target_noise_clip": setting("target_noise_clip"),
     }
 
 

@@ -1,0 +1,154 @@
+"""The case study's long runs side by side: our curve and Stable-Baselines3's on the same
+experiment, at equal env steps, against the thesis's reported result.
+
+A curve is one table: ``env_steps``, ``wall_s`` (training time), ``smoothed_return`` (mean of the
+last 100 training episodes), ``eval_return`` (deterministic evaluation, where one ran). Ours
+comes from a trial's ``result.json`` (Tune appends the results of a resumed run after those it
+already had, so an iteration written twice keeps its last result: the run as continued from its
+checkpoint); SB3's from ``scripts/bench/train-sb3.py``'s ``progress.csv``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ddrl.errors import UserError
+from ddrl.pipeline import results
+
+COLUMNS = ["env_steps", "wall_s", "smoothed_return", "eval_return"]
+
+#: The thesis's best result per algorithm on HumanoidBulletEnv-v0 (../shared/reference/README.md):
+#: (return, env steps at which it was reached).
+THESIS = {"SAC": (2180.0, 530_000), "PPO": (2140.0, None), "TD3": (1900.0, 5_600_000)}
+
+
+def our_curve(trial: Path) -> pd.DataFrame:
+    rows = results.trial_results(trial)
+    if not rows:
+        raise UserError(f"no results in {trial}: pass a trial folder of a run of ours.")
+    by_iteration = {row["training_iteration"]: row for row in rows}  # a resumed run's last
+    table = [
+        {
+            "env_steps": results.result_value(row, "num_env_steps_sampled_lifetime"),
+            "wall_s": row["time_total_s"],
+            "smoothed_return": results.result_value(row, results.MEAN_RETURN),
+            "eval_return": results.result_value(row, results.EVAL_RETURN),
+        }
+        for _, row in sorted(by_iteration.items())
+    ]
+    return pd.DataFrame(table, columns=COLUMNS).astype(float)
+
+
+def sb3_curve(run: Path) -> pd.DataFrame:
+    progress = Path(run) / "progress.csv"
+    if not progress.is_file():
+        raise UserError(f"no progress.csv in {run}: pass the --output folder of train-sb3.py.")
+    return pd.read_csv(progress)[COLUMNS]
+
+
+def first_reaching(curve: pd.DataFrame, threshold: float) -> float | None:
+    """Env steps at which the 100-episode mean first reached ``threshold`` (None: not yet)."""
+    reached = curve[curve["smoothed_return"] >= threshold]
+    return None if reached.empty else float(reached["env_steps"].iloc[0])
+
+
+def at_equal_steps(curves: dict[str, pd.DataFrame], every: int = 50_000) -> pd.DataFrame:
+    """Each curve's 100-episode mean at every ``every`` env steps that all curves reached (the
+    last row at or before that step)."""
+    common = min(curve["env_steps"].max() for curve in curves.values())
+    grid = np.arange(every, common + 1, every)
+    rows = []
+    for steps in grid:
+        row = {"env_steps": int(steps)}
+        for name, curve in curves.items():
+            before = curve[curve["env_steps"] <= steps]
+            row[name] = float(before["smoothed_return"].iloc[-1]) if len(before) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(curves: dict[str, pd.DataFrame], algorithm: str) -> str:
+    """A markdown summary: where each run stands, and both at equal env steps."""
+    target, target_steps = THESIS[algorithm]
+    lines = [
+        f"| run | env steps | training time | mean return (last 100 episodes) | best so far | "
+        f"last eval return | first reached {target:,.0f} |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, curve in curves.items():
+        last = curve.iloc[-1]
+        evaluated = curve["eval_return"].dropna()
+        reached = first_reaching(curve, target)
+        lines.append(
+            f"| {name} | {int(last['env_steps']):,} | {last['wall_s'] / 3600:.1f} h | "
+            f"{last['smoothed_return']:.0f} | {curve['smoothed_return'].max():.0f} | "
+            f"{evaluated.iloc[-1]:.0f} | {'not yet' if reached is None else f'{reached:,.0f} env steps'} |"
+            if len(evaluated)
+            else f"| {name} | {int(last['env_steps']):,} | {last['wall_s'] / 3600:.1f} h | "
+            f"{last['smoothed_return']:.0f} | {curve['smoothed_return'].max():.0f} | - | "
+            f"{'not yet' if reached is None else f'{reached:,.0f} env steps'} |"
+        )
+    where = f" by {target_steps:,} env steps" if target_steps else ""
+    lines += ["", f"The thesis reported {target:,.0f}{where}.", ""]
+    equal = at_equal_steps(curves)
+    if len(equal):
+        names = list(curves)
+        lines += [
+            "At equal env steps (100-episode mean):",
+            "",
+            "| env steps | " + " | ".join(names) + " |",
+            "|---" * (len(names) + 1) + "|",
+        ]
+        for _, row in equal.iterrows():
+            lines.append(
+                f"| {int(row['env_steps']):,} | "
+                + " | ".join(f"{row[n]:.0f}" for n in names)
+                + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def figure(curves: dict[str, pd.DataFrame], algorithm: str, env: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for (name, curve), colour in zip(curves.items(), ("tab:blue", "tab:orange", "tab:green")):
+        ax.plot(
+            curve["env_steps"],
+            curve["smoothed_return"],
+            color=colour,
+            label=f"{name} (last 100 episodes)",
+        )
+        evaluated = curve.dropna(subset=["eval_return"])
+        ax.plot(
+            evaluated["env_steps"],
+            evaluated["eval_return"],
+            "o",
+            ms=3,
+            color=colour,
+            alpha=0.6,
+            label=f"{name} (deterministic evaluation)",
+        )
+    target, target_steps = THESIS[algorithm]
+    ax.axhline(target, color="grey", ls="--", lw=1, label=f"thesis: {target:,.0f}")
+    if target_steps:
+        ax.plot(
+            [target_steps],
+            [target],
+            "k*",
+            ms=12,
+            label=f"thesis: {target:,.0f} at {target_steps:,} env steps",
+        )
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(f"{algorithm} on {env}: the shipped config, ours and Stable-Baselines3")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
