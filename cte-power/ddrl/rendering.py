@@ -43,7 +43,9 @@ def _is_checkpoint(path: Path) -> bool:
 
 
 def _checkpoints(trial: Path) -> list[Path]:
-    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir())
+    from ddrl.pipeline.checkpoints import whole_checkpoints
+
+    return whole_checkpoints(trial)  # a newest checkpoint cut short is not the latest
 
 
 def _trials(experiment: Path) -> list[Path]:

@@ -271,3 +271,27 @@ def _session_of(process) -> int | None:
         return os.getsid(process.pid)
     except (ProcessLookupError, PermissionError):
         return None
+
+
+def test_resume_sets_aside_a_newest_checkpoint_cut_short(tmp_path):
+    """A node died while writing the newest checkpoint: --resume continues from the one before
+    and says so; what was lost is the iterations after that one."""
+    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "cut", "--set", "checkpoint.every=1"]
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trial = only_trial(tmp_path / "cut")
+    newest = trial / "checkpoint_000002"
+    state = newest / "learner_group" / "learner" / "state.pkl"
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=4", "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (
+        "checkpoint_000002 is incomplete (learner_group/learner/state.pkl is cut short)"
+        in proc.stdout
+        and "resuming from checkpoint_000001" in proc.stdout
+    ), proc.stdout[-3000:]
+    assert (trial / "checkpoint_000002.incomplete").is_dir()
+    iterations = [r["training_iteration"] for r in results_of(trial)]
+    assert iterations == [1, 2, 3, 3, 4], "iteration 3 again, from checkpoint_000001 (iteration 2)"
+    assert (trial / "checkpoint_000003" / "rllib_checkpoint.json").is_file()

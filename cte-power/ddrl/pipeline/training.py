@@ -16,6 +16,7 @@ from pathlib import Path
 from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
+from ddrl.pipeline import checkpoints
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
 from ddrl.pipeline.rllib_config import build_algorithm_config
@@ -284,6 +285,8 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
 
     if resume:
         _say(f"resuming {path}")
+        for line in checkpoints.set_aside_incomplete(path):
+            _say(line)
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
             saved_file.write_text(

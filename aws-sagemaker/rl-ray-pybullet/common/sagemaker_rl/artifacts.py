@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ddrl.errors import UserError
 from ddrl.pipeline import results
+from ddrl.pipeline.checkpoints import whole_checkpoints
 from ddrl.pipeline.results import EXPERIMENT_FILE
 
 MODEL_FILE = "model.json"
@@ -56,9 +57,7 @@ def export_policy(checkpoint: Path, destination: Path) -> Path:
 
 def pick_checkpoint(experiment: Path) -> tuple[Path, Path]:
     """(trial, checkpoint): the latest checkpoint of the trial with the best mean return."""
-    trials = [
-        p for p in sorted(Path(experiment).iterdir()) if p.is_dir() and list(p.glob("checkpoint_*"))
-    ]
+    trials = [p for p in sorted(Path(experiment).iterdir()) if p.is_dir() and whole_checkpoints(p)]
     if not trials:
         raise UserError(
             f"no trial of {experiment} saved a checkpoint; nothing to export as the model."
@@ -69,7 +68,7 @@ def pick_checkpoint(experiment: Path) -> tuple[Path, Path]:
         return float("-inf") if best is None else best
 
     trial = max(trials, key=score)
-    checkpoint = sorted(p for p in trial.glob("checkpoint_*") if p.is_dir())[-1]
+    checkpoint = whole_checkpoints(trial)[-1]
     return trial, checkpoint
 
 

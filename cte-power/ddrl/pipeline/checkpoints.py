@@ -1,0 +1,108 @@
+"""Checkpoints a resume can trust.
+
+A node that dies while it writes a checkpoint, or a disk that fills meanwhile, leaves the newest
+checkpoint cut short, and Tune would restore the trial from it and fail. ``set_aside_incomplete``
+runs before a resume: each trial's newest checkpoint that is not whole is renamed
+``checkpoint_NNNNNN.incomplete`` (kept for a look, never restored) and dropped from Tune's state,
+so that the trial continues from the checkpoint before it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+#: Files every checkpoint of an RLlib algorithm has (the learner's holds the weights, optimizer
+#: states and, for our off-policy algorithms, the replay buffer).
+REQUIRED = ("rllib_checkpoint.json", "algorithm_state.pkl", "learner_group/learner/state.pkl")
+_PICKLE_STOP = b"."  # the last opcode of every pickle: a file cut short lacks it
+_NAME = re.compile(r"checkpoint_\d+")
+
+
+def whole_checkpoints(trial: Path) -> list[Path]:
+    """A trial's checkpoint folders, oldest first, without those cut short or set aside."""
+    return sorted(
+        p
+        for p in Path(trial).glob("checkpoint_*")
+        if p.is_dir() and _NAME.fullmatch(p.name) and problem(p) is None
+    )
+
+
+def problem(checkpoint: Path) -> str | None:
+    """Why ``checkpoint`` cannot be restored, or None if it is whole."""
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_dir():
+        return "it is missing"
+    for name in REQUIRED:
+        if not (checkpoint / name).is_file():
+            return f"{name} is missing"
+    for file in sorted(checkpoint.rglob("*")):
+        name = file.relative_to(checkpoint).as_posix()
+        if file.suffix == ".pkl":
+            with file.open("rb") as handle:
+                handle.seek(0, 2)
+                if handle.tell() == 0:
+                    return f"{name} is empty"
+                handle.seek(-1, 2)
+                if handle.read(1) != _PICKLE_STOP:
+                    return f"{name} is cut short"
+        elif file.suffix == ".json":
+            try:
+                json.loads(file.read_text())
+            except (ValueError, UnicodeDecodeError):
+                return f"{name} is not whole"
+    return None
+
+
+def set_aside_incomplete(experiment: Path) -> list[str]:
+    """Drop each trial's newest checkpoints that are not whole from Tune's state, renaming their
+    folders; one line per checkpoint set aside, saying what the trial resumes from."""
+    from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
+
+    decoder = TuneFunctionDecoder(allow_cloudpickle=True)  # our own experiment's state
+    said = []
+    for state_file in Path(experiment).glob("experiment_state-*.json"):
+        state = json.loads(state_file.read_text())
+        changed = False
+        for trial_data in state.get("trial_data", []):
+            runtime = trial_data[1]
+            runtime = json.loads(runtime) if isinstance(runtime, str) else runtime
+            if not runtime.get("checkpoint_manager"):
+                continue
+            manager = decoder.decode(json.dumps(runtime["checkpoint_manager"]))
+            lines = _drop_incomplete(manager)
+            if not lines:
+                continue
+            said += lines
+            changed = True
+            runtime["checkpoint_manager"] = json.loads(json.dumps(manager, cls=TuneFunctionEncoder))
+            trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
+        if changed:
+            state_file.write_text(json.dumps(state))
+    return said
+
+
+def _drop_incomplete(manager) -> list[str]:
+    lines = []
+    latest = manager._latest_checkpoint_result
+    while latest is not None:
+        path = Path(latest.checkpoint.path)
+        why = problem(path)
+        if why is None:
+            break
+        if path.is_dir():
+            path.rename(path.with_name(path.name + ".incomplete"))
+        manager._checkpoint_results = [r for r in manager._checkpoint_results if r is not latest]
+        remaining = sorted(manager._checkpoint_results, key=lambda r: r.checkpoint.path)
+        latest = remaining[-1] if remaining else None
+        manager._latest_checkpoint_result = latest
+        then = (
+            f"resuming from {Path(latest.checkpoint.path).name}"
+            if latest
+            else "no checkpoint before it: the trial starts over"
+        )
+        lines.append(
+            f"{path.parent.name}/{path.name} is incomplete ({why}); set aside as {path.name}.incomplete, {then}"
+        )
+    return lines
