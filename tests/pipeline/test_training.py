@@ -20,6 +20,8 @@ from conftest import (
     run_script,
 )
 
+from ddrl.pipeline import checkpoints, results
+
 pytestmark = pytest.mark.slow
 
 
@@ -295,3 +297,57 @@ def test_resume_sets_aside_a_newest_checkpoint_cut_short(tmp_path):
     iterations = [r["training_iteration"] for r in results_of(trial)]
     assert iterations == [1, 2, 3, 3, 4], "iteration 3 again, from checkpoint_000001 (iteration 2)"
     assert (trial / "checkpoint_000003" / "rllib_checkpoint.json").is_file()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs (root only, as in CI): room for about three tiny PPO checkpoints."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)])
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)])
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints(small_disk):
+    run = [
+        *TINY_PPO,
+        "--results-dir",
+        small_disk,
+        "--name",
+        "full",
+        "--set",
+        "checkpoint.every=1",
+        "--set",
+        "checkpoint.keep=null",
+        "--set",
+        "stop.iterations=8",
+    ]
+    proc = run_script(TRAIN_BULLET, *run, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "is full: no space was left while saving" in proc.stderr, proc.stderr[-2000:]
+    trial = only_trial(small_disk / "full")
+    saved = [
+        p
+        for p in sorted(trial.glob("checkpoint_*"))
+        if (p / "rllib_checkpoint.json").stat().st_size
+    ]
+    whole = sorted(p.name for p in saved if checkpoints.problem(p) is None)
+    assert whole and whole == [p.name for p in saved], (
+        "every checkpoint before the full disk is whole"
+    )
+    lost = len(results.trial_results(trial)) - (int(whole[-1].rsplit("_", 1)[1]) + 1)
+
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)  # space freed
+    proc = run_script(TRAIN_BULLET, *run, "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "was cut short while saved" in proc.stdout, proc.stdout[-3000:]
+    iterations = [
+        r["training_iteration"] for r in results.trial_results(trial)
+    ]  # a line cut short is skipped
+    assert iterations[-1] == 8 and lost <= 1, (
+        iterations,
+        lost,
+    )  # at most the iteration being saved

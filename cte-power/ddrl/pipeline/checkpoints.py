@@ -4,7 +4,9 @@ A node that dies while it writes a checkpoint, or a disk that fills meanwhile, l
 checkpoint cut short, and Tune would restore the trial from it and fail. ``set_aside_incomplete``
 runs before a resume: each trial's newest checkpoint that is not whole is renamed
 ``checkpoint_NNNNNN.incomplete`` (kept for a look, never restored) and dropped from Tune's state,
-so that the trial continues from the checkpoint before it.
+so that the trial continues from the checkpoint before it. Tune's own state files, which a
+full disk can cut short as well, are copied whole after every result (``keep_state_copies``) and
+put back by ``restore_cut_state`` before a resume.
 """
 
 from __future__ import annotations
@@ -80,6 +82,17 @@ def set_aside_incomplete(experiment: Path) -> list[str]:
             trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
         if changed:
             state_file.write_text(json.dumps(state))
+    for trial in sorted(p for p in Path(experiment).iterdir() if p.is_dir()):
+        for checkpoint in sorted(
+            trial.glob("checkpoint_*")
+        ):  # never registered: cut short while saved
+            why = _NAME.fullmatch(checkpoint.name) and checkpoint.is_dir() and problem(checkpoint)
+            if why:
+                checkpoint.rename(checkpoint.with_name(checkpoint.name + ".incomplete"))
+                said.append(
+                    f"{trial.name}/{checkpoint.name} was cut short while saved ({why}); "
+                    f"set aside as {checkpoint.name}.incomplete"
+                )
     return said
 
 
@@ -106,3 +119,44 @@ def _drop_incomplete(manager) -> list[str]:
             f"{path.parent.name}/{path.name} is incomplete ({why}); set aside as {path.name}.incomplete, {then}"
         )
     return lines
+
+
+#: Tune's experiment-level state files, rewritten while the experiment runs.
+STATE_FILES = ("experiment_state-*.json", "basic-variant-state-*.json")
+GOOD = ".good"
+
+
+def _parses(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def keep_state_copies(experiment: Path) -> None:
+    """Copy each of Tune's state files that is whole to ``<name>.good`` (written beside, then
+    renamed: a copy cut short by a full disk never replaces the last whole one)."""
+    for pattern in STATE_FILES:
+        for state in Path(experiment).glob(pattern):
+            if not _parses(state):
+                continue
+            partial = state.with_name(state.name + ".partial")
+            try:
+                partial.write_bytes(state.read_bytes())
+                partial.replace(state.with_name(state.name + GOOD))
+            except OSError:  # no room: the previous copy stays
+                partial.unlink(missing_ok=True)
+
+
+def restore_cut_state(experiment: Path) -> list[str]:
+    """Put back the last whole copy of each of Tune's state files that is cut short."""
+    said = []
+    for pattern in STATE_FILES:
+        for state in Path(experiment).glob(pattern):
+            good = state.with_name(state.name + GOOD)
+            if _parses(state) or not _parses(good):
+                continue
+            state.write_bytes(good.read_bytes())
+            said.append(f"Tune's {state.name} was cut short; its last whole copy is put back")
+    return said

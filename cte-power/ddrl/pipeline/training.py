@@ -267,6 +267,22 @@ def make_checkpoint_and_stop():
     return CheckpointAndStop()
 
 
+def make_state_keeper(path: Path):
+    from ray import tune
+
+    class KeepStateCopies(tune.Callback):
+        """After every result, a whole copy of Tune's state files (``ddrl.pipeline.checkpoints``):
+        a full disk can cut them short, and a resume then puts the copy back."""
+
+        def __init__(self, path: Path):
+            self.path = Path(path)
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            checkpoints.keep_state_copies(self.path)
+
+    return KeepStateCopies(path)
+
+
 def _say(line: str) -> None:
     print(line, flush=True)
 
@@ -285,7 +301,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
 
     if resume:
         _say(f"resuming {path}")
-        for line in checkpoints.set_aside_incomplete(path):
+        for line in checkpoints.restore_cut_state(path) + checkpoints.set_aside_incomplete(path):
             _say(line)
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
@@ -327,13 +343,26 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
                     num_to_keep=checkpoint["keep"],
                 ),
                 failure_config=tune.FailureConfig(max_failures=experiment.tune["max_failures"]),
-                callbacks=[make_progress_printer(), make_checkpoint_and_stop(), *callbacks],
+                callbacks=[
+                    make_progress_printer(),
+                    make_checkpoint_and_stop(),
+                    make_state_keeper(path),
+                    *callbacks,
+                ],
                 verbose=0,
             ),
         )
     StopRequest.install()
     started = time.time()
-    results = tuner.fit()
+    try:
+        results = tuner.fit()
+    except Exception:
+        if not _disk_full(path):
+            raise
+        results = None  # Tune could not read back what it wrote on the full disk
+    if results is None:
+        _tell_disk_full(path)
+        return 1
     if StopRequest.requested:
         _say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
         return EXIT_CHECKPOINTED
@@ -359,8 +388,32 @@ def _report(results, path: Path, seconds: float) -> int:
         _summarize_search(path)
     if failed:
         print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
+        if _disk_full(path):
+            _tell_disk_full(path)
         return 1
     return 0
+
+
+def _disk_full(path: Path) -> bool:
+    """Whether the experiment at ``path`` stopped on a full disk: its disk has (almost) no room
+    left, or a trial's error says so (Tune's own state may not have been saved then)."""
+    import shutil
+
+    if shutil.disk_usage(path).free < 1024**2:
+        return True
+    return any(
+        "No space left on device" in error.read_text(errors="replace")
+        for error in path.glob("*/error.txt")
+    )
+
+
+def _tell_disk_full(path: Path) -> None:
+    print(
+        f"The disk under {path} is full: no space was left while saving. What was saved before "
+        "is whole (--resume sets aside a checkpoint cut short). Free space, or keep fewer "
+        "checkpoints (checkpoint.keep), and continue with --resume.",
+        file=sys.stderr,
+    )
 
 
 def _summarize_search(path: Path) -> None:
