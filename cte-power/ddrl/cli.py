@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -27,8 +28,54 @@ def report_errors(main):
     return wrapper
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line as every other error of ours (argparse's
+    own print the usage first): ``error: <what> (see <script> --help)``, exit code 2."""
+
+    def error(self, message: str):
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(UserError.exit_code)
+
+
+def whole(low: int, high: int | None = None):
+    """An argparse type: a whole number from ``low`` (to ``high``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"at least {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def real(above: float | None = None, at_least: float | None = None, high: float | None = None):
+    """An argparse type: a finite number above ``above`` (or at least ``at_least``, at most ``high``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        if above is not None and value <= above:
+            raise argparse.ArgumentTypeError(f"must be above {above:g}, got {value:g}")
+        if at_least is not None and value < at_least:
+            raise argparse.ArgumentTypeError(f"must be at least {at_least:g}, got {value:g}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:g}, got {value:g}")
+        return value
+
+    return parse
+
+
 def train_parser(toolkit: str, default_config: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
@@ -73,7 +120,7 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
     )
     parser.add_argument(
         "--num-samples",
-        type=int,
+        type=whole(1, 100_000),
         default=None,
         help="repeat each trial N times (seeds / random search)",
     )
@@ -181,7 +228,7 @@ def _experiment_path(results_dir: Path, experiment, args) -> Path:
 
 
 def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
@@ -210,14 +257,14 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
         help=f"where to look for experiments (default: cte-power/results/{toolkit}/)",
     )
     parser.add_argument(
-        "--episodes", type=int, default=1, help="episodes to record (default: %(default)s)"
+        "--episodes", type=whole(1), default=1, help="episodes to record (default: %(default)s)"
     )
     parser.add_argument(
-        "--max-steps", type=int, default=None, help="cut each episode after this many steps"
+        "--max-steps", type=whole(1), default=None, help="cut each episode after this many steps"
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=whole(0, 2**32 - 1),
         default=0,
         help="seed of the first episode; episode i uses seed+i (default: %(default)s)",
     )
@@ -234,19 +281,25 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--frames",
-        type=int,
+        type=whole(0, 100),
         default=0,
         metavar="N",
         help="also write N stills side by side to <output>.png (the thesis's figures 23-25)",
     )
     parser.add_argument(
-        "--fps", type=int, default=30, help="frames per second (default: %(default)s)"
+        "--fps", type=whole(1, 240), default=30, help="frames per second (default: %(default)s)"
     )
     parser.add_argument(
-        "--width", type=int, default=640, help="frame width in pixels (default: %(default)s)"
+        "--width",
+        type=whole(16, 4096),
+        default=640,
+        help="frame width in pixels (default: %(default)s)",
     )
     parser.add_argument(
-        "--height", type=int, default=480, help="frame height in pixels (default: %(default)s)"
+        "--height",
+        type=whole(16, 4096),
+        default=480,
+        help="frame height in pixels (default: %(default)s)",
     )
     return parser
 

@@ -13,6 +13,8 @@ the driver, counted as one sampler).
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ddrl.analysis.prices import INSTANCE_PRICES
@@ -129,7 +131,7 @@ def parse_prices(overrides: list[str]) -> dict[str, float]:
             raise UserError(
                 f"--price '{item}': expected INSTANCE=USD_PER_HOUR, e.g. ml.c5.4xlarge=0.952"
             ) from None
-        if not sep or prices[name] < 0:
+        if not sep or not 0 <= prices[name] < math.inf:  # nan fails both
             raise UserError(
                 f"--price '{item}': expected INSTANCE=USD_PER_HOUR with a non-negative price"
             )

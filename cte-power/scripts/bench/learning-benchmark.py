@@ -32,17 +32,20 @@ OUTPUT_DIR = paths.CTE_POWER_DIR / "results" / "bench" / "learning"
 FIGURES = paths.REPO_DIR / "figures" / "plots"
 
 
-def parse_pairs(items: list[str], kind, what: str) -> dict:
-    """``NAME=VALUE`` items (``--budget SAC=20000``) into a dict."""
+def parse_pairs(items: list[str], kind, what: str, example: str, names=None) -> dict:
+    """``NAME=VALUE`` items (``--budget SAC=20000``) into a dict; each value parsed by ``kind``
+    (a ``cli.whole``/``cli.real`` type), each name one of ``names`` if given."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--{what} '{item}': expected NAME=NUMBER, e.g. --{what} {example}")
+        if names is not None and name not in names:
+            raise UserError(f"--{what} '{item}': {name!r} is not one of {', '.join(names)}")
         try:
             out[name] = kind(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise UserError(f"--{what} '{item}': expected NAME=NUMBER, e.g. --{what} SAC=20000")
+        except argparse.ArgumentTypeError as err:
+            raise UserError(f"--{what} '{item}': the number {err}") from None
     return out
 
 
@@ -82,8 +85,7 @@ def run_all(runs: list, jobs: int, args) -> None:
                 str(SCRIPT),
                 "--run",
                 f"{run.system},{run.algorithm},{run.env},{run.seed},{run.budget}",
-                "--eval-every",
-                str(args.eval_every or 0),
+                *(["--eval-every", str(args.eval_every)] if args.eval_every else []),
                 "--eval-episodes",
                 str(args.eval_episodes),
                 "--output-dir",
@@ -131,7 +133,7 @@ def report(output_dir: Path, thresholds: dict, figures_dir: Path) -> None:
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -143,7 +145,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"]
     )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=cli.whole(0, 2**32 - 1), default=[0, 1, 2])
     parser.add_argument("--systems", nargs="+", default=list(lb.SYSTEMS), choices=list(lb.SYSTEMS))
     parser.add_argument(
         "--budget",
@@ -160,17 +162,17 @@ def main(argv=None) -> int:
         help="return that counts as learned",
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, help="runs at once, one CPU each (default 1)"
+        "--jobs", type=cli.whole(1, 256), default=1, help="runs at once, one CPU each (default 1)"
     )
     parser.add_argument(
         "--eval-every",
-        type=int,
+        type=cli.whole(1),
         default=None,
         help="env steps between evaluations (default: a tenth of the budget)",
     )
     parser.add_argument(
         "--eval-episodes",
-        type=int,
+        type=cli.whole(1, 1000),
         default=5,
         help="deterministic episodes per evaluation (default 5)",
     )
@@ -187,7 +189,10 @@ def main(argv=None) -> int:
         help="where the figures go (default figures/plots/)",
     )
     parser.add_argument(
-        "--status-every", type=float, default=60, help="seconds between progress lines (default 60)"
+        "--status-every",
+        type=cli.real(above=0),
+        default=60,
+        help="seconds between progress lines (default 60)",
     )
     parser.add_argument(
         "--report-only",
@@ -199,7 +204,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--task",
-        type=int,
+        type=cli.whole(0),
         default=None,
         metavar="K",
         help="run only the K-th run of the list, here (a Slurm array task: --task $SLURM_ARRAY_TASK_ID)",
@@ -209,17 +214,13 @@ def main(argv=None) -> int:
     from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     quiet_rllib_notices()
-    for name in ("jobs", "eval_every", "eval_episodes"):
-        if getattr(args, name) is not None and getattr(args, name) < (0 if args.run else 1):
-            raise UserError(
-                f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}."
-            )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     if args.run:
         return run_one(args.run, args.eval_every, args.eval_episodes, args.output_dir)
 
-    budgets = {**lb.DEFAULT_BUDGETS, **parse_pairs(args.budget, int, "budget")}
-    thresholds = {**lb.DEFAULT_THRESHOLDS, **parse_pairs(args.threshold, float, "threshold")}
+    budget = parse_pairs(args.budget, cli.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
+    threshold = parse_pairs(args.threshold, cli.real(), "threshold", "HopperBulletEnv-v0=1000")
+    budgets, thresholds = {**lb.DEFAULT_BUDGETS, **budget}, {**lb.DEFAULT_THRESHOLDS, **threshold}
     if args.report_only:
         report(args.output_dir, thresholds, args.figures_dir)
         return 0

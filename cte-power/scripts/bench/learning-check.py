@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ddrl import paths
+from ddrl import cli, paths
 from ddrl.envs import toolkits
 from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
 
@@ -97,14 +97,20 @@ def train_for(raw: dict, env_steps: int, progress) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--sac-steps", type=int, default=10_000, help="env steps per SAC run (default 10,000)"
+        "--sac-steps",
+        type=cli.whole(1),
+        default=10_000,
+        help="env steps per SAC run (default 10,000)",
     )
     parser.add_argument(
-        "--ppo-steps", type=int, default=100_000, help="env steps per PPO run (default 100,000)"
+        "--ppo-steps",
+        type=cli.whole(1),
+        default=100_000,
+        help="env steps per PPO run (default 100,000)",
     )
     parser.add_argument(
         "--only", choices=["SAC", "PPO"], default=None, help="run one algorithm's pair"

@@ -175,34 +175,37 @@ def reference_loop(algorithm, experiment, env_id, envs, args):
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument(
         "--rounds",
-        type=int,
+        type=cli.whole(1, 1000),
         default=5,
         help="alternating rounds of each measure and its limit (default 5; one training iteration each)",
     )
     parser.add_argument(
         "--sampling-rounds",
-        type=int,
+        type=cli.whole(1, 1000),
         default=30,
         help="alternating rounds of raw stepping and sampling (default 30)",
     )
     parser.add_argument(
-        "--seconds", type=float, default=1.0, help="seconds of raw stepping per round (default 1)"
+        "--seconds",
+        type=cli.real(above=0, high=3600),
+        default=1.0,
+        help="seconds of raw stepping per round (default 1)",
     )
     parser.add_argument(
         "--sampling-steps",
-        type=int,
+        type=cli.whole(1),
         default=1000,
         help="env steps sampled per round (default 1000)",
     )
     parser.add_argument(
         "--updates",
-        type=int,
+        type=cli.whole(1),
         default=64,
         help="gradient updates per round of the SAC/TD3 update measure (default 64)",
     )
@@ -213,7 +216,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--reference-steps",
-        type=int,
+        type=cli.whole(1),
         default=500,
         help="env steps of the SAC/TD3 reference loops per round (with --reference)",
     )

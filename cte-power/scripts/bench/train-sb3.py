@@ -22,7 +22,7 @@ from ddrl.pipeline import validation
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -44,17 +44,19 @@ def main(argv=None) -> int:
         required=True,
         help="the run's folder (keep it outside the repository)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="SB3's seed (default 0)")
+    parser.add_argument(
+        "--seed", type=cli.whole(0, 2**32 - 1), default=0, help="SB3's seed (default 0)"
+    )
     parser.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=cli.whole(1),
         default=25_000,
         metavar="STEPS",
         help="env steps between checkpoints (default 25,000)",
     )
     parser.add_argument(
         "--torch-threads",
-        type=int,
+        type=cli.whole(1, 1024),
         default=None,
         metavar="N",
         help="torch threads (default: torch's, one per core; 1 beside another run on the same cores)",
@@ -63,8 +65,6 @@ def main(argv=None) -> int:
         "--resume", action="store_true", help="continue the run in --output from its checkpoint"
     )
     args = parser.parse_args(argv)
-    if args.checkpoint_every < 1:
-        raise UserError(f"--checkpoint-every must be at least 1, got {args.checkpoint_every}.")
     if not args.config.is_file():
         raise UserError(f"no config file {args.config}.")
     experiment = validation.load_experiment(args.config, args.toolkit, args.set)
@@ -74,8 +74,6 @@ def main(argv=None) -> int:
     run.check_start(args.resume)
     sb3.require_sb3()
     if args.torch_threads is not None:
-        if args.torch_threads < 1:
-            raise UserError(f"--torch-threads must be at least 1, got {args.torch_threads}.")
         import torch
 
         torch.set_num_threads(args.torch_threads)

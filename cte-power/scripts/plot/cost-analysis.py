@@ -18,7 +18,7 @@ from ddrl.analysis import plotting, scaling, summaries
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -26,18 +26,21 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--target-return",
-        type=float,
+        type=cli.real(),
         default=2000.0,
         help="mean return to reach (default: %(default)s)",
     )
     parser.add_argument(
         "--env-steps",
-        type=float,
+        type=cli.real(above=0),
         default=1_000_000,
         help="fixed budget of env steps (default: %(default)s)",
     )
     parser.add_argument(
-        "--instances", type=int, default=1, help="instances the run used (default: %(default)s)"
+        "--instances",
+        type=cli.whole(1, 10_000),
+        default=1,
+        help="instances the run used (default: %(default)s)",
     )
     parser.add_argument(
         "--price",

@@ -24,7 +24,7 @@ from ddrl.pipeline import results
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

@@ -15,7 +15,7 @@ from ddrl.analysis import plotting, summaries
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

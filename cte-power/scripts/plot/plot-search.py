@@ -19,7 +19,7 @@ from ddrl.errors import UserError
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("trials", type=Path, help="a <search>-trials.csv from summarize-data.py")

@@ -16,6 +16,7 @@ Run from cte-power/:
 """
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ THESIS_CSV = paths.CTE_POWER_DIR / "results" / "humanoid" / "thesis-humanoid-ite
 
 @cli.report_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     parser.add_argument(
         "--predict",
-        type=int,
+        type=cli.whole(1, 100_000),
         metavar="N",
         help="draw the fitted model's predictions up to N env runners (prediction-<algo>.png/.csv)",
     )
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--validate",
-        type=int,
+        type=cli.whole(1, 100_000),
         metavar="K",
         help="fit each series on its runs with at most K runners, predict the rest, print the errors",
     )
@@ -126,7 +127,7 @@ def parse_gpu_learn(items: list[str]) -> dict[str, float]:
             seconds[name.upper()] = float(value)
         except ValueError:
             seconds[name.upper()] = 0.0
-        if seconds[name.upper()] <= 0:
+        if not 0 < seconds[name.upper()] < math.inf:  # nan fails both
             raise UserError(
                 f"--gpu-learn-s '{item}': expected ALGO=SECONDS with SECONDS > 0, e.g. SAC=4.1"
             )

@@ -30,11 +30,14 @@ def main(argv=None) -> int:
         help="run the build headless (-nographics -batchmode)",
     )
     unity.add_argument(
-        "--time-scale", type=float, metavar="X", help="Unity's time scale (default 20)"
+        "--time-scale",
+        type=cli.real(above=0, high=1000),
+        metavar="X",
+        help="Unity's time scale (default 20)",
     )
     unity.add_argument(
         "--connect-timeout",
-        type=float,
+        type=cli.real(above=0, high=86_400),
         metavar="S",
         help="seconds to wait for the build to connect (default 60)",
     )
