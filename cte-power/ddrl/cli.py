@@ -98,6 +98,14 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
         help="override a config value, e.g. --set training.lr=1e-4 (repeatable)",
     )
     parser.add_argument(
+        "--track",
+        action="append",
+        default=[],
+        choices=["mlflow"],
+        help="log each trial to MLflow (a local store in the experiment folder unless the "
+        "experiment's tracking group names a server); same as --set tracking.mlflow={}",
+    )
+    parser.add_argument(
         "--results-dir",
         type=Path,
         default=None,
@@ -192,6 +200,7 @@ def _overrides(args: argparse.Namespace, env_config: dict | None) -> list[str]:
         for k, v in (env_config or {}).items()
         if v is not None
     ]
+    overrides += [f"tracking.{kind}={{}}" for kind in args.track]
     overrides += list(args.overrides)
     if args.num_samples is not None:
         overrides.append(f"tune.num_samples={args.num_samples}")

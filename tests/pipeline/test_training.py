@@ -351,3 +351,32 @@ def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints(small_dis
         iterations,
         lost,
     )  # at most the iteration being saved
+
+
+def test_track_mlflow_logs_each_trial_as_a_run_with_stable_names(tmp_path):
+    import mlflow
+
+    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "tracked", "--track", "mlflow"]
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=2", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    store = tmp_path / "tracked" / "mlflow.db"
+    assert store.is_file(), "a local store in the experiment folder, no server"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{store}")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "tracked"]
+    (found,) = client.search_runs([experiment.experiment_id])
+    params = found.data.params
+    assert params["algorithm"] == "PPO" and params["env"] == "HumanoidBulletEnv-v0"
+    assert params["training.train_batch_size_per_learner"] == "400"
+    assert (
+        params["rl_module.model_config"]
+        == '{"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}'
+    )
+    history = client.get_metric_history(found.info.run_id, "mean_return")
+    steps = [m.step for m in client.get_metric_history(found.info.run_id, "env_steps")]
+    assert len(history) == 2 and steps == [400, 800], (history, steps)
+    assert [m.step for m in history] == steps, "the env steps are the step"
+    assert {"iteration_s", "time_s", "sampling_s", "learning_s"} <= set(found.data.metrics)
+    trial_results = results_of(only_trial(tmp_path / "tracked"))
+    assert history[-1].value == pytest.approx(
+        trial_results[-1]["env_runners"]["episode_return_mean"]
+    )

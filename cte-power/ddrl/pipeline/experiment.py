@@ -71,7 +71,16 @@ STOP_ALIASES = {
 }
 
 
-TOP_LEVEL_KEYS = ("name", "description", "env", "algorithm", "stop", "checkpoint", "tune")
+TOP_LEVEL_KEYS = (
+    "name",
+    "description",
+    "env",
+    "algorithm",
+    "stop",
+    "checkpoint",
+    "tune",
+    "tracking",
+)
 SEARCH_KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint")
 
 
@@ -86,6 +95,7 @@ class Experiment:
     checkpoint: dict[str, Any] = field(default_factory=lambda: dict(CHECKPOINT_DEFAULTS))
     tune: dict[str, Any] = field(default_factory=lambda: dict(TUNE_DEFAULTS))
     rllib: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tracking: dict[str, Any] | None = None  # {"mlflow": {...}}: ddrl.pipeline.tracking
     name: str | None = None
     description: str | None = None
     source: str | None = None
@@ -289,6 +299,17 @@ class PbtSettings(Section):
 
 
 SCHEDULERS = {"asha": AshaSettings, "pbt": PbtSettings}
+
+
+class MlflowSettings(Section):
+    """Each trial an MLflow run (``ddrl.pipeline.tracking``)."""
+
+    tracking_uri: str | None = None  # null: sqlite:///<experiment folder>/mlflow.db
+    experiment_name: str | None = None  # null: the experiment's name
+
+
+class TrackingSettings(Section):
+    mlflow: dict | None = None  # checked by MlflowSettings
 
 
 class StopSettings(Section):
@@ -610,10 +631,20 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
     for group in RLLIB_GROUPS:
         if group in raw and raw[group] is not None and not isinstance(raw[group], dict):
             raise UserError(f"'{group}' must be a mapping of {group}() settings{where}.")
+    tracking = None
+    if raw.get("tracking") is not None:
+        tracking = {
+            kind: validated(MlflowSettings, value, f"tracking.{kind}", where)
+            for kind, value in validated(
+                TrackingSettings, raw["tracking"], "tracking", where
+            ).items()
+            if kind in raw["tracking"]
+        }
     return {
         "env": expect_type(raw["env"], (str,), "env"),
         "algorithm": raw["algorithm"],
         "stop": _validate_stop(raw.get("stop"), where),
         "checkpoint": checkpoint,
         "tune": tune_settings,
+        "tracking": tracking,
     }

@@ -16,7 +16,7 @@ from pathlib import Path
 from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
-from ddrl.pipeline import checkpoints
+from ddrl.pipeline import checkpoints, tracking
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
 from ddrl.pipeline.rllib_config import build_algorithm_config
@@ -347,6 +347,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
                     make_progress_printer(),
                     make_checkpoint_and_stop(),
                     make_state_keeper(path),
+                    *tracking.callbacks(experiment, path),
                     *callbacks,
                 ],
                 verbose=0,

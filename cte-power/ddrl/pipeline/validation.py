@@ -81,6 +81,7 @@ def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
         stop=top["stop"],
         checkpoint=top["checkpoint"],
         tune=top["tune"],
+        tracking=top["tracking"],
         rllib=rllib,
         name=raw.get("name"),
         description=raw.get("description"),
