@@ -101,9 +101,10 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
         "--track",
         action="append",
         default=[],
-        choices=["mlflow"],
+        choices=["mlflow", "wandb"],
         help="log each trial to MLflow (a local store in the experiment folder unless the "
-        "experiment's tracking group names a server); same as --set tracking.mlflow={}",
+        "tracking group names a server) or W&B (offline in the experiment folder unless "
+        "WANDB_API_KEY is set); same as --set tracking.mlflow={} (repeatable)",
     )
     parser.add_argument(
         "--results-dir",

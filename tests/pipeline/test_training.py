@@ -380,3 +380,20 @@ def test_track_mlflow_logs_each_trial_as_a_run_with_stable_names(tmp_path):
     assert history[-1].value == pytest.approx(
         trial_results[-1]["env_runners"]["episode_return_mean"]
     )
+
+
+def test_track_wandb_writes_an_offline_run_with_stable_names(tmp_path):
+    from wandb_records import read_run
+
+    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "wb", "--track", "wandb"]
+    env = {"WANDB_API_KEY": "", "WANDB_SILENT": "true"}  # no key: offline, in the experiment folder
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=2", timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (record,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb")
+    config, history = read_run(record)
+    assert config["algorithm"] == "PPO" and config["training.train_batch_size_per_learner"] == "400"
+    assert [row["env_steps"] for row in history] == [400, 800]
+    (trial,) = (tmp_path / "wb").glob("PPO_*")  # beside wandb/
+    last = results_of(trial)[-1]
+    assert history[-1]["mean_return"] == pytest.approx(last["env_runners"]["episode_return_mean"])
+    assert {"iteration_s", "time_s", "sampling_s", "learning_s"} <= set(history[-1])

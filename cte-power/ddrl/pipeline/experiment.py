@@ -308,8 +308,19 @@ class MlflowSettings(Section):
     experiment_name: str | None = None  # null: the experiment's name
 
 
+class WandbSettings(Section):
+    """Each trial a Weights & Biases run (``ddrl.pipeline.tracking``)."""
+
+    project: str = "ddrl"
+    mode: Literal["auto", "offline", "online"] = "auto"  # auto: online when WANDB_API_KEY is set
+
+
 class TrackingSettings(Section):
     mlflow: dict | None = None  # checked by MlflowSettings
+    wandb: dict | None = None  # checked by WandbSettings
+
+
+TRACKERS = {"mlflow": MlflowSettings, "wandb": WandbSettings}
 
 
 class StopSettings(Section):
@@ -634,7 +645,7 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
     tracking = None
     if raw.get("tracking") is not None:
         tracking = {
-            kind: validated(MlflowSettings, value, f"tracking.{kind}", where)
+            kind: validated(TRACKERS[kind], value, f"tracking.{kind}", where)
             for kind, value in validated(
                 TrackingSettings, raw["tracking"], "tracking", where
             ).items()

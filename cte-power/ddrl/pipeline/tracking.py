@@ -1,19 +1,21 @@
-"""Experiment tracking: each trial as an MLflow run, through Tune's logger callback.
+"""Experiment tracking: each trial as an MLflow run and/or a Weights & Biases run, through
+Tune's logger callbacks.
 
-Chosen with the experiment file's ``tracking`` group (``tracking: {mlflow: {}}``) or the train
-scripts' ``--track mlflow``. Without a ``tracking_uri`` the store is a local SQLite file in the
-experiment's folder (``mlflow.db``; no server needed: ``mlflow ui --backend-store-uri
-sqlite:///<experiment>/mlflow.db``). Each run gets the experiment's own settings as parameters
+Chosen with the experiment file's ``tracking`` group (``tracking: {mlflow: {}, wandb: {}}``) or
+the train scripts' ``--track mlflow`` / ``--track wandb``. MLflow: without a ``tracking_uri`` the
+store is a local SQLite file in the experiment's folder (``mlflow.db``; no server needed:
+``mlflow ui --backend-store-uri sqlite:///<experiment>/mlflow.db``). W&B: offline runs in the
+experiment's folder (``wandb/``; ``wandb sync`` uploads them later), or online when
+``WANDB_API_KEY`` is set. Each run gets the experiment's own settings as parameters
 (``training.lr``, ... with the trial's value where a search varies it) and, at every iteration,
-these metrics under stable names, with the env steps as the step:
+these metrics under stable names (MLflow's step is the env steps):
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-
-from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from ddrl.pipeline import results
 
@@ -53,38 +55,13 @@ def tracked_params(experiment: dict, trial_config: dict) -> dict[str, str]:
     return {name: str(value) for name, value in params.items()}
 
 
-class TrackedMLflow(MLflowLoggerCallback):
-    """Tune's MLflow callback with our parameter and metric names (the stable ones above)
-    instead of RLlib's whole config and every result key."""
-
-    def __init__(self, experiment: dict, **kwargs):
-        super().__init__(**kwargs)
-        self.experiment = experiment
-
-    def log_trial_start(self, trial):
-        if trial not in self._trial_runs:
-            run = self.mlflow_util.start_run(
-                tags={**self.tags, "trial_name": str(trial)}, run_name=str(trial)
-            )
-            self._trial_runs[trial] = run.info.run_id
-        self.mlflow_util.log_params(
-            run_id=self._trial_runs[trial],
-            params_to_log=tracked_params(self.experiment, trial.config),
-        )
-
-    def log_trial_result(self, iteration: int, trial, result: dict):
-        metrics = tracked_metrics(result)
-        self.mlflow_util.log_metrics(
-            run_id=self._trial_runs[trial],
-            metrics_to_log=metrics,
-            step=int(metrics.get("env_steps", iteration)),
-        )
-
-
 def callbacks(experiment, path: Path) -> list:
     """The Tune callbacks of the experiment's ``tracking`` group."""
     settings = experiment.tracking or {}
     found = []
+    if settings:
+        from ddrl.pipeline.trackers import TrackedMLflow, TrackedWandb  # MLflow, W&B: slow imports
+
     if "mlflow" in settings:
         mlflow = settings["mlflow"]
         found.append(
@@ -94,6 +71,20 @@ def callbacks(experiment, path: Path) -> list:
                 or f"sqlite:///{Path(path).resolve()}/mlflow.db",
                 experiment_name=mlflow["experiment_name"] or Path(path).name,
                 tags={"ddrl_experiment": Path(path).name},
+            )
+        )
+    if "wandb" in settings:
+        wandb = settings["wandb"]
+        online = wandb["mode"] == "online" or (
+            wandb["mode"] == "auto" and os.environ.get("WANDB_API_KEY")
+        )
+        found.append(
+            TrackedWandb(
+                experiment.to_dict(),
+                project=wandb["project"],
+                group=Path(path).name,
+                mode="online" if online else "offline",
+                dir=str(Path(path).resolve()),
             )
         )
     return found
