@@ -121,19 +121,24 @@ def transitions(n: int, seed: int = 0) -> dict:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("config_class", [SACConfig, TD3Config])
-def test_replay_buffer_is_checkpointed_by_default_and_refilled_before_learning(config_class):
-    config = (
+def small(config_class, learning_starts: int):
+    """A config of tiny networks on OBS/ACT, learning from ``learning_starts`` transitions."""
+    return (
         config_class()
         .environment(observation_space=OBS, action_space=ACT)
         .training(
             actor_hiddens=[8],
             critic_hiddens=[8],
             train_batch_size_per_learner=16,
-            num_steps_sampled_before_learning_starts=200,
+            num_steps_sampled_before_learning_starts=learning_starts,
         )
         .env_runners(num_env_runners=0)
     )
+
+
+@pytest.mark.parametrize("config_class", [SACConfig, TD3Config])
+def test_replay_buffer_is_checkpointed_by_default_and_refilled_before_learning(config_class):
+    config = small(config_class, learning_starts=200)
     assert config.store_buffer_in_checkpoints
     learner = config.build_learner()
     learner.lean_update(transitions(300), num_updates=0)
@@ -210,18 +215,7 @@ def test_learning_rates_are_the_papers():
 def test_sac_learner_makes_its_running_totals_on_its_own_device(monkeypatch):
     """Without a GPU here, the tensors the update creates are checked for the learner's device:
     totals made on the default device (the CPU) fail to add a GPU learner's losses in place."""
-    learner = (
-        SACConfig()
-        .environment(observation_space=OBS, action_space=ACT)
-        .training(
-            actor_hiddens=[8],
-            critic_hiddens=[8],
-            train_batch_size_per_learner=16,
-            num_steps_sampled_before_learning_starts=0,
-        )
-        .env_runners(num_env_runners=0)
-        .build_learner()
-    )
+    learner = small(SACConfig, learning_starts=0).build_learner()
     learner.lean_update(transitions(32), num_updates=0)
     devices = []
     zeros = torch.zeros
