@@ -314,29 +314,6 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-#: option -> (lowest, highest) accepted value (None: no bound); an option left unset is not checked
-RENDER_OPTION_RANGES = {
-    "episodes": (1, None),
-    "max_steps": (1, None),
-    "seed": (0, 2**32 - 1),  # numpy's seed range
-    "frames": (0, 100),
-    "fps": (1, 240),
-    "width": (16, 4096),
-    "height": (16, 4096),
-}
-
-
-def check_option_ranges(args: argparse.Namespace, ranges: dict) -> None:
-    """A UserError naming the first option of ``args`` outside its range in ``ranges``."""
-    for name, (low, high) in ranges.items():
-        value = getattr(args, name)
-        if value is None:
-            continue
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"at least {low}" if high is None else f"from {low} to {high}"
-            raise UserError(f"--{name.replace('_', '-')} must be {bounds}, got {value}.")
-
-
 @report_errors
 def run_render(toolkit: str, args: argparse.Namespace) -> int:
     """Find the checkpoint, check everything, then load the policy and record the video."""
@@ -345,7 +322,6 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
     quiet_rllib_notices()
     from ddrl import rendering
 
-    check_option_ranges(args, RENDER_OPTION_RANGES)
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
     info = rendering.locate(args.checkpoint, toolkit, results_dir, best=args.best)
     rendering.check_toolkit(info, toolkit)

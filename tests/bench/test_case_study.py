@@ -103,7 +103,7 @@ def test_sb3_run_refuses_what_it_cannot_do(tmp_path, small_sac):
     proc = run_script(
         TRAIN_SB3, "--config", small_sac, "--output", tmp_path / "z", "--checkpoint-every", 0
     )
-    assert proc.returncode == 2 and "--checkpoint-every must be at least 1" in proc.stderr
+    assert proc.returncode == 2 and "argument --checkpoint-every: must be at least 1" in proc.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
 
 

@@ -272,10 +272,11 @@ def test_out_of_range_options_are_one_line_before_anything_is_loaded(
     """Checked first: no checkpoint is looked for, nothing is written (--max-steps 0 once ended
     in an UnboundLocalError traceback after recording)."""
     output = tmp_path / "video.mp4"
-    code = render(
-        [option, str(value), "--checkpoint", str(tmp_path / "none"), "--output", str(output)]
-    )
+    with pytest.raises(SystemExit) as stopped:
+        render(
+            [option, str(value), "--checkpoint", str(tmp_path / "none"), "--output", str(output)]
+        )
     err = capsys.readouterr().err
-    assert code == 2
-    assert err.startswith(f"error: {option} must be") and err.count("\n") == 1, err
+    assert stopped.value.code == 2
+    assert err.startswith(f"error: argument {option}: must be") and err.count("\n") == 1, err
     assert not output.exists()

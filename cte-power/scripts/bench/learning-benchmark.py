@@ -38,7 +38,7 @@ def parse_pairs(items: list[str], kind, what: str, example: str, names=None) -> 
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not _is_number(value):
             raise UserError(f"--{what} '{item}': expected NAME=NUMBER, e.g. --{what} {example}")
         if names is not None and name not in names:
             raise UserError(f"--{what} '{item}': {name!r} is not one of {', '.join(names)}")
@@ -47,6 +47,14 @@ def parse_pairs(items: list[str], kind, what: str, example: str, names=None) -> 
         except argparse.ArgumentTypeError as err:
             raise UserError(f"--{what} '{item}': the number {err}") from None
     return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) -> int:
