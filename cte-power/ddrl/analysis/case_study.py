@@ -82,14 +82,12 @@ def summary(curves: dict[str, pd.DataFrame], algorithm: str) -> str:
         last = curve.iloc[-1]
         evaluated = curve["eval_return"].dropna()
         reached = first_reaching(curve, target)
+        last_eval = f"{evaluated.iloc[-1]:.0f}" if len(evaluated) else "-"
+        reached_at = "not yet" if reached is None else f"{reached:,.0f} env steps"
         lines.append(
             f"| {name} | {int(last['env_steps']):,} | {last['wall_s'] / 3600:.1f} h | "
             f"{last['smoothed_return']:.0f} | {curve['smoothed_return'].max():.0f} | "
-            f"{evaluated.iloc[-1]:.0f} | {'not yet' if reached is None else f'{reached:,.0f} env steps'} |"
-            if len(evaluated)
-            else f"| {name} | {int(last['env_steps']):,} | {last['wall_s'] / 3600:.1f} h | "
-            f"{last['smoothed_return']:.0f} | {curve['smoothed_return'].max():.0f} | - | "
-            f"{'not yet' if reached is None else f'{reached:,.0f} env steps'} |"
+            f"{last_eval} | {reached_at} |"
         )
     where = f" by {target_steps:,} env steps" if target_steps else ""
     lines += ["", f"The thesis reported {target:,.0f}{where}.", ""]

@@ -123,10 +123,9 @@ class Run:
         model = self.make_model(state)
         eval_env = Monitor(toolkits.make_env(self.settings["toolkit"], self.settings["env"]))
         eval_env.reset(seed=10_000 + self.seed + state.get("env_steps", 0))
-        recorder = _recorder(self, model, eval_env, state, rows, progress)
         stop = {"requested": False}
         signal.signal(signal.SIGUSR2, lambda *_: stop.update(requested=True))
-        recorder.stop = stop
+        recorder = _recorder(self, model, eval_env, state, rows, stop, progress)
         remaining = self.settings["budget"] - model.num_timesteps
         if remaining > 0:
             model.learn(total_timesteps=remaining, callback=recorder, reset_num_timesteps=False)
@@ -166,7 +165,7 @@ class Run:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _recorder(run: Run, model, eval_env, state: dict, rows: list[dict], progress):
+def _recorder(run: Run, model, eval_env, state: dict, rows: list[dict], stop: dict, progress):
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -200,11 +199,11 @@ def _recorder(run: Run, model, eval_env, state: dict, rows: list[dict], progress
             if steps >= self.next_log:
                 self.next_log += LOG_EVERY
                 self._log(steps)
-            if steps >= self.next_checkpoint or self.stop["requested"]:
+            if steps >= self.next_checkpoint or stop["requested"]:
                 self.next_checkpoint += run.checkpoint_every
                 run.save(model, self.counters())
                 progress(f"checkpoint at {steps:,} env steps")
-            return not self.stop["requested"]
+            return not stop["requested"]
 
         def _log(self, steps: int) -> None:
             self._tick()

@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+from ddrl.pipeline import tune_state
+
 #: Files every checkpoint of an RLlib algorithm has (the learner's holds the weights, optimizer
 #: states and, for our off-policy algorithms, the replay buffer).
 REQUIRED = ("rllib_checkpoint.json", "algorithm_state.pkl", "learner_group/learner/state.pkl")
@@ -60,28 +62,14 @@ def problem(checkpoint: Path) -> str | None:
 def set_aside_incomplete(experiment: Path) -> list[str]:
     """Drop each trial's newest checkpoints that are not whole from Tune's state, renaming their
     folders; one line per checkpoint set aside, saying what the trial resumes from."""
-    from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
-
-    decoder = TuneFunctionDecoder(allow_cloudpickle=True)  # our own experiment's state
     said = []
-    for state_file in Path(experiment).glob("experiment_state-*.json"):
-        state = json.loads(state_file.read_text())
-        changed = False
-        for trial_data in state.get("trial_data", []):
-            runtime = trial_data[1]
-            runtime = json.loads(runtime) if isinstance(runtime, str) else runtime
-            if not runtime.get("checkpoint_manager"):
-                continue
-            manager = decoder.decode(json.dumps(runtime["checkpoint_manager"]))
-            lines = _drop_incomplete(manager)
-            if not lines:
-                continue
-            said += lines
-            changed = True
-            runtime["checkpoint_manager"] = json.loads(json.dumps(manager, cls=TuneFunctionEncoder))
-            trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
-        if changed:
-            state_file.write_text(json.dumps(state))
+
+    def drop(trial, runtime, manager) -> bool:
+        lines = _drop_incomplete(manager) if manager is not None else []
+        said.extend(lines)
+        return bool(lines)
+
+    tune_state.edit_trials(experiment, drop)
     for trial in sorted(p for p in Path(experiment).iterdir() if p.is_dir()):
         for checkpoint in sorted(
             trial.glob("checkpoint_*")

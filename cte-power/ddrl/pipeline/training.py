@@ -16,7 +16,7 @@ from pathlib import Path
 from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
-from ddrl.pipeline import checkpoints, tracking
+from ddrl.pipeline import checkpoints, tracking, tune_state
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
 from ddrl.pipeline.rllib_config import build_algorithm_config
@@ -150,37 +150,26 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) ->
     import json
 
     from ray.tune import CheckpointConfig
-    from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
 
     thresholds = thresholds_of(stop)
-    decoder = TuneFunctionDecoder(
-        allow_cloudpickle=True
-    )  # our own experiment's state, written by Tune
     reopened = 0
-    for state_file in path.glob("experiment_state-*.json"):
-        state = json.loads(state_file.read_text())
-        for trial_data in state.get("trial_data", []):
-            trial, runtime = (
-                json.loads(part) if isinstance(part, str) else part for part in trial_data[:2]
+
+    def carry(trial, runtime, manager) -> bool:
+        nonlocal reopened
+        last = runtime.get("last_result")
+        last = json.loads(last) if isinstance(last, str) else (last or {})
+        if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
+            trial["status"] = "PAUSED"
+            reopened += 1
+        if manager is not None:
+            manager._checkpoint_config = CheckpointConfig(
+                checkpoint_frequency=checkpoint["every"],
+                checkpoint_at_end=checkpoint["at_end"],
+                num_to_keep=checkpoint["keep"],
             )
-            last = runtime.get("last_result")
-            last = json.loads(last) if isinstance(last, str) else (last or {})
-            if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
-                trial["status"] = "PAUSED"
-                reopened += 1
-            if runtime.get("checkpoint_manager"):
-                manager = decoder.decode(json.dumps(runtime["checkpoint_manager"]))
-                manager._checkpoint_config = CheckpointConfig(
-                    checkpoint_frequency=checkpoint["every"],
-                    checkpoint_at_end=checkpoint["at_end"],
-                    num_to_keep=checkpoint["keep"],
-                )
-                runtime["checkpoint_manager"] = json.loads(
-                    json.dumps(manager, cls=TuneFunctionEncoder)
-                )
-            trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
-            trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
-        state_file.write_text(json.dumps(state))
+        return True
+
+    tune_state.edit_trials(path, carry)
     return reopened
 
 
