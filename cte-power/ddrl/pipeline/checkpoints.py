@@ -17,9 +17,9 @@ from pathlib import Path
 
 from ddrl.pipeline import tune_state
 
-#: Files every checkpoint of an RLlib algorithm has (the learner's holds the weights, optimizer
-#: states and, for our off-policy algorithms, the replay buffer).
-REQUIRED = ("rllib_checkpoint.json", "algorithm_state.pkl", "learner_group/learner/state.pkl")
+#: The file every RLlib checkpoint has, a whole algorithm's or an exported policy's (the
+#: SageMaker model); whatever else a checkpoint holds, each pickle and JSON file must be whole.
+REQUIRED = ("rllib_checkpoint.json",)
 _PICKLE_STOP = b"."  # the last opcode of every pickle: a file cut short lacks it
 _NAME = re.compile(r"checkpoint_\d+")
 
