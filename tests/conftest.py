@@ -26,13 +26,28 @@ def load_script(path: Path):
     return module
 
 
-def run_script(script: Path, *args, timeout=600, env=None, **kwargs) -> subprocess.CompletedProcess:
+def run_script(script: Path, *args, **kwargs) -> subprocess.CompletedProcess:
     """Run a script in a subprocess from cte-power/, as the README tells users to."""
+    return _run([sys.executable, str(script)], *args, **kwargs)
+
+
+#: the ``ddrl`` command, as ``pip install -e .`` installs it beside the interpreter
+DDRL = Path(sys.executable).parent / "ddrl"
+
+
+def run_ddrl(*args, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``ddrl COMMAND ARGS`` in a subprocess from cte-power/."""
+    return _run([str(DDRL)], *args, **kwargs)
+
+
+def _run(
+    command: list[str], *args, timeout=600, env=None, cwd=CTE_POWER, **kwargs
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     full_env.pop("RAY_ADDRESS", None)
     return subprocess.run(
-        [sys.executable, str(script), *map(str, args)],
-        cwd=CTE_POWER,
+        [*command, *map(str, args)],
+        cwd=cwd,
         env=full_env,
         capture_output=True,
         text=True,

@@ -48,7 +48,12 @@ def test_unknown_toolkit_and_environment():
 
 def test_missing_toolkit_package_says_how_to_install():
     toolkit = toolkits.Toolkit(
-        "fake", "not_an_installed_module_xyz", "fake_marker", "pip install fake-toolkit"
+        name="fake",
+        about="a toolkit that is not installed",
+        default_config="trainings/fake/ppo.yaml",
+        module="not_an_installed_module_xyz",
+        entry_point_marker="fake_marker",
+        install_hint="pip install fake-toolkit",
     )
     with pytest.raises(UserError, match="pip install fake-toolkit"):
         toolkit.env_ids()

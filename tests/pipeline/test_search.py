@@ -4,15 +4,12 @@ changes a trial's hyperparameter mid-run (recorded in its results), both through
 import pandas as pd
 import pytest
 import yaml
-from conftest import CTE_POWER, results_of, run_script
+from conftest import CTE_POWER, results_of, run_ddrl
 
 from ddrl.errors import UserError
 from ddrl.pipeline import validation
 
 pytestmark = pytest.mark.slow
-TRAIN_GYM = CTE_POWER / "scripts" / "train" / "train-gym.py"
-SUMMARIZE = CTE_POWER / "scripts" / "plot" / "summarize-data.py"
-PLOT_SEARCH = CTE_POWER / "scripts" / "plot" / "plot-search.py"
 TINY_CARTPOLE = [
     "--config", "trainings/gym/ppo-cartpole.yaml",
     "--set", "env_runners.num_env_runners=0",
@@ -29,8 +26,8 @@ def trials_of(experiment):
 
 
 def test_asha_stops_the_weaker_trials_early(tmp_path):
-    proc = run_script(
-        TRAIN_GYM, *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "asha",
+    proc = run_ddrl(
+        "train", *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "asha",
         "--set", "training.lr={grid_search: [0.00001, 0.0001, 0.001, 0.01]}",
         "--set", "tune.scheduler={type: asha, max_t: 6, grace_period: 2, reduction_factor: 2}",
         "--set", "checkpoint.at_end=false", timeout=400,
@@ -43,7 +40,7 @@ def test_asha_stops_the_weaker_trials_early(tmp_path):
     assert (tmp_path / "asha" / "asha-best.yaml").is_file() and "best trial" in proc.stdout
 
     # The search at a glance: the trials table, the best trial as an experiment file, the figure.
-    proc = run_script(SUMMARIZE, tmp_path / "asha", "--output-dir", tmp_path / "summaries")
+    proc = run_ddrl("plot", "summarize", tmp_path / "asha", "--output-dir", tmp_path / "summaries")
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = pd.read_csv(tmp_path / "summaries" / "cartpole" / "asha-trials.csv")
     assert len(trials) == 4 and sorted(trials["iterations"]) == lengths
@@ -53,13 +50,13 @@ def test_asha_stops_the_weaker_trials_early(tmp_path):
     best = yaml.safe_load(best_yaml.read_text())
     assert best["training"]["lr"] == trials["training.lr"][0]
     assert "scheduler" not in best["tune"] and best["env"] == "CartPole-v1"
-    proc = run_script(PLOT_SEARCH, tmp_path / "summaries" / "cartpole" / "asha-trials.csv",
+    proc = run_ddrl("plot", "search", tmp_path / "summaries" / "cartpole" / "asha-trials.csv",
                       "--output", tmp_path / "search.png")  # fmt: skip
     assert proc.returncode == 0 and (tmp_path / "search.png").stat().st_size > 10_000, proc.stderr
 
     # ... and the best-config file trains as it is: one trial, the best learning rate.
-    proc = run_script(
-        TRAIN_GYM, "--config", best_yaml, "--results-dir", tmp_path, "--name", "best",
+    proc = run_ddrl(
+        "train", "--toolkit", "gym", "--config", best_yaml, "--results-dir", tmp_path, "--name", "best",
         "--set", "stop.iterations=1", timeout=400,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -68,8 +65,8 @@ def test_asha_stops_the_weaker_trials_early(tmp_path):
 
 
 def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
-    proc = run_script(
-        TRAIN_GYM, *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "pbt",
+    proc = run_ddrl(
+        "train", *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "pbt",
         "--set", "training.lr={grid_search: [0.00001, 0.01]}",
         "--set", "tune.scheduler={type: pbt, perturbation_interval: 2, quantile_fraction: 0.5, "
                  "resample_probability: 1.0, synch: true, hyperparam_mutations: {training.lr: [0.0001, 0.0003, 0.001]}}",
@@ -87,7 +84,7 @@ def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
     )
     assert (tmp_path / "pbt" / "pbt_global.txt").is_file()
     # the trials table records each trial's learning rate as it ended, after the perturbations
-    proc = run_script(SUMMARIZE, tmp_path / "pbt", "--output-dir", tmp_path / "summaries")
+    proc = run_ddrl("plot", "summarize", tmp_path / "pbt", "--output-dir", tmp_path / "summaries")
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = pd.read_csv(tmp_path / "summaries" / "cartpole" / "pbt-trials.csv")
     final = {t.name: results_of(t)[-1]["config"]["lr"] for t in trials_of(tmp_path / "pbt")}
@@ -96,8 +93,8 @@ def test_pbt_changes_a_hyperparameter_mid_run(tmp_path):
 
 def test_optuna_search_draws_each_trial_from_the_space(tmp_path):
     pytest.importorskip("optuna")
-    proc = run_script(
-        TRAIN_GYM, *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "optuna",
+    proc = run_ddrl(
+        "train", *TINY_CARTPOLE, "--results-dir", tmp_path, "--name", "optuna",
         "--set", "stop.iterations=2", "--set", "training.lr={loguniform: [0.00001, 0.01]}",
         "--set", "tune={search: {type: optuna, seed: 1}, num_samples: 3}", timeout=400,
     )  # fmt: skip
@@ -167,8 +164,8 @@ def test_bad_scheduler_settings_are_one_clear_error(scheduler, message):
 
 @pytest.mark.parametrize("algorithm", ["sac", "td3", "ppo"])
 def test_the_thesis_searches_dry_run_with_their_trial_counts(algorithm, tmp_path):
-    proc = run_script(
-        CTE_POWER / "scripts" / "train" / "train-bullet-envs.py",
+    proc = run_ddrl(
+        "train",
         "--config", f"trainings/pybullet-envs/search/{algorithm}-search.yaml", "--dry-run",
         "--results-dir", tmp_path,
     )  # fmt: skip
@@ -176,8 +173,8 @@ def test_the_thesis_searches_dry_run_with_their_trial_counts(algorithm, tmp_path
     assert proc.returncode == 2 and "one trial needs 17 CPU(s), 1 GPU(s)" in proc.stderr, (
         proc.stderr
     )
-    proc = run_script(
-        CTE_POWER / "scripts" / "train" / "train-bullet-envs.py",
+    proc = run_ddrl(
+        "train",
         "--config", f"trainings/pybullet-envs/search/{algorithm}-search.yaml", "--dry-run",
         "--results-dir", tmp_path, "--set", "env_runners.num_env_runners=1", "--set", "learners.num_gpus_per_learner=0",
     )  # fmt: skip
@@ -210,14 +207,13 @@ def test_the_thesis_timing_grids_are_scaling_configs(name):
 
 
 def test_a_timing_grid_dry_runs_and_says_what_its_largest_trial_needs(tmp_path):
-    script = CTE_POWER / "scripts" / "train" / "train-bullet-envs.py"
-    proc = run_script(
-        script, "--config", "trainings/pybullet-envs/scaling/sac-time-gpu.yaml", "--dry-run",
+    proc = run_ddrl(
+        "train", "--config", "trainings/pybullet-envs/scaling/sac-time-gpu.yaml", "--dry-run",
         "--results-dir", tmp_path,
     )  # fmt: skip
     assert proc.returncode == 2 and "one trial needs 65 CPU(s), 1 GPU(s)" in proc.stderr
-    proc = run_script(
-        script, "--config", "trainings/pybullet-envs/scaling/sac-time-gpu.yaml", "--dry-run",
+    proc = run_ddrl(
+        "train", "--config", "trainings/pybullet-envs/scaling/sac-time-gpu.yaml", "--dry-run",
         "--results-dir", tmp_path, "--set", "env_runners.num_env_runners={grid_search: [0, 1]}",
         "--set", "learners.num_gpus_per_learner=0",
     )  # fmt: skip
@@ -225,8 +221,8 @@ def test_a_timing_grid_dry_runs_and_says_what_its_largest_trial_needs(tmp_path):
 
 
 def test_the_one_command_tuning_config_dry_runs_for_any_env(tmp_path):
-    proc = run_script(
-        CTE_POWER / "scripts" / "train" / "train-bullet-envs.py",
+    proc = run_ddrl(
+        "train",
         "--config", "trainings/pybullet-envs/search/tune-sac.yaml", "--dry-run",
         "--results-dir", tmp_path, "--set", "env=HalfCheetahBulletEnv-v0",
     )  # fmt: skip
@@ -243,7 +239,7 @@ def test_a_search_packs_fractional_trials_and_resumes_like_a_single_run(tmp_path
                 # after another's last iteration
                 "--set", "reporting.min_time_s_per_iteration=2",
                 "--results-dir", tmp_path, "--name", "packed"]  # fmt: skip
-    proc = run_script(TRAIN_GYM, *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=3",
+    proc = run_ddrl("train", *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=3",
                       "--set", "checkpoint.at_end=true", timeout=400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trials = trials_of(tmp_path / "packed")
@@ -252,7 +248,7 @@ def test_a_search_packs_fractional_trials_and_resumes_like_a_single_run(tmp_path
     assert len(trials) == 4
     assert max(h[0]["timestamp"] for h in histories) <= min(h[-1]["timestamp"] for h in histories)
 
-    proc = run_script(TRAIN_GYM, *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=4",
+    proc = run_ddrl("train", *TINY_CARTPOLE, *half_cpu, "--set", "stop.iterations=4",
                       "--resume", timeout=400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert trials_of(tmp_path / "packed") == trials, "the resume continued the same trials"

@@ -23,6 +23,10 @@ class Toolkit:
     """A family of environments that one import registers with Gymnasium."""
 
     name: str
+    #: What it trains on, for the command's --help.
+    about: str
+    #: The experiment file ``ddrl train --toolkit NAME`` uses without --config.
+    default_config: str
     #: Module whose import registers the toolkit's environments with Gymnasium.
     module: str
     #: Substring of the registered entry points that marks this toolkit's environments.
@@ -82,12 +86,16 @@ class Toolkit:
 TOOLKITS: dict[str, Toolkit] = {
     "gym": Toolkit(
         name="gym",
+        about="Gymnasium environments (classic control; MuJoCo: Humanoid-v5, ...)",
+        default_config="trainings/gym/ppo-cartpole.yaml",
         module="gymnasium",
         entry_point_marker="gymnasium.envs",  # classic control, MuJoCo (with gymnasium[mujoco]), ...
         install_hint="pip install 'gymnasium[mujoco]==1.2.2'",
     ),
     "pybullet-envs": Toolkit(
         name="pybullet-envs",
+        about="PyBullet environments (pybullet-envs-gymnasium: HumanoidBulletEnv-v0, HopperBulletEnv-v0, ...)",
+        default_config="trainings/pybullet-envs/sac.yaml",
         module="pybullet_envs_gymnasium",
         entry_point_marker="pybullet_envs_gymnasium",
         install_hint="pip install pybullet==3.2.7 pybullet-envs-gymnasium==0.6.0",
@@ -95,6 +103,9 @@ TOOLKITS: dict[str, Toolkit] = {
     ),
     "pybulletgym": Toolkit(
         name="pybulletgym",
+        about="PyBullet Gymperium (pybulletgym, old gym API: HumanoidPyBulletEnv-v0, ...; "
+        "`make install-pybulletgym` installs it)",
+        default_config="trainings/pybulletgym/ppo-humanoid.yaml",
         module="pybulletgym",  # PyBullet Gymperium: not on PyPI, old gym API (see README)
         entry_point_marker="pybulletgym",
         install_hint=(
@@ -106,6 +117,8 @@ TOOLKITS: dict[str, Toolkit] = {
     ),
     "unity": Toolkit(
         name="unity",
+        about="Unity ML-Agents builds (--env-file), or a Unity Editor in Play mode on port 5004",
+        default_config="trainings/unity/ppo.yaml",
         module="ddrl.envs.unity",  # our wrapper over mlagents-envs: Unity-v0, UnityMultiAgent-v0
         entry_point_marker="ddrl.envs.unity",
         install_hint="pip install mlagents-envs==0.28.0",

@@ -1,20 +1,15 @@
-"""Render a trained agent on PyBullet environments (pybullet-envs-gymnasium: HumanoidBulletEnv-v0, ...) to a video.
+"""Render a trained agent on the pybullet-envs toolkit: the same as `ddrl render --toolkit pybullet-envs`.
 
-Run from cte-power/. With no arguments: the latest checkpoint of the latest experiment under
-results/pybullet-envs/. Writes figures/videos/<env>-<algorithm>-<time>.mp4 (or .gif) and a .json beside
-it with each episode's return and length. Bad input exits with code 2.
+`python scripts/render/render-bullet.py --help` lists the options. Bad input exits with code 2.
 """
 
 import sys
 
-from ddrl import cli
-
-TOOLKIT = "pybullet-envs"
+from ddrl import command
 
 
 def main(argv=None) -> int:
-    args = cli.render_parser(TOOLKIT, description=__doc__).parse_args(argv)
-    return cli.run_render(TOOLKIT, args)
+    return command.render(argv, toolkit="pybullet-envs")
 
 
 if __name__ == "__main__":

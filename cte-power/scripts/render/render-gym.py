@@ -1,20 +1,15 @@
-"""Render a trained agent on Gymnasium environments (classic control; MuJoCo through EGL or OSMesa) to a video.
+"""Render a trained agent on the gym toolkit: the same as `ddrl render --toolkit gym`.
 
-Run from cte-power/. With no arguments: the latest checkpoint of the latest experiment under
-results/gym/. Writes figures/videos/<env>-<algorithm>-<time>.mp4 (or .gif) and a .json beside
-it with each episode's return and length. Bad input exits with code 2.
+`python scripts/render/render-gym.py --help` lists the options. Bad input exits with code 2.
 """
 
 import sys
 
-from ddrl import cli
-
-TOOLKIT = "gym"
+from ddrl import command
 
 
 def main(argv=None) -> int:
-    args = cli.render_parser(TOOLKIT, description=__doc__).parse_args(argv)
-    return cli.run_render(TOOLKIT, args)
+    return command.render(argv, toolkit="gym")
 
 
 if __name__ == "__main__":

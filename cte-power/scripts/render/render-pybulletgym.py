@@ -1,20 +1,15 @@
-"""Render a trained agent on PyBullet Gymperium (pybulletgym) environments to a video.
+"""Render a trained agent on the pybulletgym toolkit: the same as `ddrl render --toolkit pybulletgym`.
 
-Run from cte-power/. With no arguments: the latest checkpoint of the latest experiment under
-results/pybulletgym/. Writes figures/videos/<env>-<algorithm>-<time>.mp4 (or .gif) and a .json
-beside it with each episode's return and length. Bad input exits with code 2.
+`python scripts/render/render-pybulletgym.py --help` lists the options. Bad input exits with code 2.
 """
 
 import sys
 
-from ddrl import cli
-
-TOOLKIT = "pybulletgym"
+from ddrl import command
 
 
 def main(argv=None) -> int:
-    args = cli.render_parser(TOOLKIT, description=__doc__).parse_args(argv)
-    return cli.run_render(TOOLKIT, args)
+    return command.render(argv, toolkit="pybulletgym")
 
 
 if __name__ == "__main__":

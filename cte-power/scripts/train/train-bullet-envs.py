@@ -1,20 +1,15 @@
-"""Train RLlib agents on PyBullet environments (pybullet-envs-gymnasium: HumanoidBulletEnv-v0, ...).
+"""Train RLlib agents on the pybullet-envs toolkit: the same as `ddrl train --toolkit pybullet-envs`.
 
-Run from cte-power/. Results go to results/pybullet-envs/<experiment>/ (Tune's layout:
-progress.csv, result.json, params.json, checkpoint_NNNNNN/). Bad input exits with code 2.
+`python scripts/train/train-bullet-envs.py --help` lists the options. Bad input exits with code 2.
 """
 
 import sys
 
-from ddrl import cli
-
-TOOLKIT = "pybullet-envs"
-DEFAULT_CONFIG = "trainings/pybullet-envs/sac.yaml"
+from ddrl import command
 
 
 def main(argv=None) -> int:
-    args = cli.train_parser(TOOLKIT, DEFAULT_CONFIG, description=__doc__).parse_args(argv)
-    return cli.run_training(TOOLKIT, args)
+    return command.train(argv, toolkit="pybullet-envs")
 
 
 if __name__ == "__main__":
