@@ -11,12 +11,8 @@ folders follow one training run:
 - ``analysis``: summaries, search tables, scaling and cost models, plots;
 - ``bench``: throughput and learning benchmarks against Stable-Baselines3;
 - ``rendering``: videos and frame strips of trained agents;
-- ``cli`` (the train and render scripts' command line), ``ray_cluster`` (the multi-node
-  launcher), ``paths`` and ``errors``.
+- ``command`` (the ``ddrl`` command) and ``cli`` (its options, shared with the thesis-named
+  scripts), ``ray_cluster`` (the multi-node launcher), ``paths`` and ``errors``.
 """
-
-from ddrl import moved_modules
-
-moved_modules.install()  # experiments and checkpoints made before the folders still load
 
 __version__ = "0.1.0"

@@ -190,30 +190,6 @@ def test_a_training_run_enters_each_pipeline_step_once_in_order(tmp_path, capsys
     assert len(entered) == len(set(entered)), f"a step entered twice: {entered}"
 
 
-def test_names_of_the_flat_layout_still_import_as_the_modules_they_moved_to():
-    """Tune's experiment state and RLlib's checkpoints pickle classes by module path: one made
-    before the folders names ddrl.sac.SAC or ddrl.config.result_value, and must still load."""
-    import pickle
-
-    from ddrl import moved_modules
-    from ddrl.algorithms.sac import SAC
-    from ddrl.algorithms.td3.learner import TD3TorchLearner
-    from ddrl.pipeline.results import result_value
-
-    old_sac = (
-        b"\x80\x04\x95\x14\x00\x00\x00\x00\x00\x00\x00\x8c\x08ddrl.sac\x94\x8c\x03SAC\x94\x93\x94."
-    )
-    assert pickle.loads(old_sac) is SAC
-    from ddrl.config import result_value as old_result_value
-    from ddrl.td3.learner import TD3TorchLearner as old_learner
-
-    assert old_result_value is result_value and old_learner is TD3TorchLearner
-    for old, new in moved_modules.MOVED.items():  # every entry names a module that exists
-        assert importlib.import_module(f"ddrl.{new}").__name__ == f"ddrl.{new}"
-        assert importlib.import_module(f"ddrl.{old}") is importlib.import_module(f"ddrl.{new}")
-    assert moved_modules.new_name("ddrl.cli") is None
-
-
 def test_result_keys_are_rllibs_metric_names():
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_RESULTS,

@@ -8,7 +8,6 @@ environment's steps unless said otherwise:
 - ``sb3_training``: Stable-Baselines3 as installed, with our experiment's settings
   (``sb3_model``), as many env steps a round; ``.updates(n)`` likewise;
 - ``update_flops`` and ``matmul_rate``: the FLOP limit of an off-policy update;
-- ``reference_offpolicy`` / ``reference_ppo``: our old plain-PyTorch loops (a diagnostic);
 - ``PeakMemory``: the resident memory of this process and all its descendants (Ray's workers).
 
 A measure and its limit are taken in alternating rounds (``interleave``), and their ratio is the
@@ -25,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import math
 import statistics
 import threading
 import time
@@ -34,17 +32,14 @@ from typing import Callable
 import numpy as np
 import psutil
 import torch
-import torch.nn.functional as F
 
-from ddrl.algorithms.networks import mlp, q_values, soft_update
 from ddrl.bench import sb3
 from ddrl.envs import toolkits
 from ddrl.pipeline import rllib_config
 from ddrl.pipeline.experiment import Experiment
 
 # --------------------------------------------------------------------------- limits
-Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps, seconds); the
-# reference loops also have .close() (their environments)
+Workload = Callable[[], tuple[int, float]]  # runs one round, returns (env steps, seconds)
 
 
 @dataclasses.dataclass
@@ -152,239 +147,6 @@ def env_runner_sampling(experiment: Experiment, steps: int = 1000):
         yield run
     finally:
         runner.stop()
-
-
-class _Obs:
-    """One env in one process, observations as float tensors (for the reference loops)."""
-
-    def __init__(self, toolkit: str, env_id: str):
-        self.env = toolkits.make_env(toolkit, env_id)
-        self.obs_dim = int(np.prod(self.env.observation_space.shape))
-        self.act_dim = int(np.prod(self.env.action_space.shape))
-        low, high = self.env.action_space.low, self.env.action_space.high
-        self.scale, self.offset = (high - low) / 2, (high + low) / 2
-        self.obs, _ = self.env.reset(seed=0)
-
-    def step(self, action: np.ndarray):
-        """Step with an action in [-1, 1]; returns (obs, next_obs, reward, terminated)."""
-        obs = self.obs
-        next_obs, reward, terminated, truncated, _ = self.env.step(
-            action * self.scale + self.offset
-        )
-        self.obs = self.env.reset()[0] if (terminated or truncated) else next_obs
-        return obs, next_obs, float(reward), float(terminated)
-
-    def tensor(self) -> torch.Tensor:
-        return torch.as_tensor(self.obs, dtype=torch.float32).reshape(1, -1)
-
-
-def reference_offpolicy(
-    toolkit: str, env_id: str, algorithm: str, training: dict, steps: int
-) -> Workload:
-    """A plain loop, ``steps`` per round: act, step, store, one update of the batch size (SAC or TD3)."""
-    world = _Obs(toolkit, env_id)
-    obs_dim, act_dim, batch_size = (
-        world.obs_dim,
-        world.act_dim,
-        training["train_batch_size_per_learner"],
-    )
-    activation = training.get("hidden_activation", "relu")
-    sac = algorithm == "SAC"
-    actor = mlp(
-        obs_dim,
-        training["actor_hiddens"],
-        (2 if sac else 1) * act_dim,
-        activation,
-        None if sac else torch.nn.Tanh(),
-    )
-    critics = torch.nn.ModuleList(
-        mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2)
-    )
-    target_critics = torch.nn.ModuleList(
-        mlp(obs_dim + act_dim, training["critic_hiddens"], 1, activation) for _ in range(2)
-    )
-    target_critics.load_state_dict(critics.state_dict())
-    target_actor = (
-        mlp(obs_dim, training["actor_hiddens"], act_dim, activation, torch.nn.Tanh())
-        if not sac
-        else None
-    )
-    if target_actor is not None:
-        target_actor.load_state_dict(actor.state_dict())
-    log_alpha = torch.zeros((), requires_grad=True)
-    actor_opt, critic_opt = (
-        torch.optim.Adam(actor.parameters()),
-        torch.optim.Adam(critics.parameters()),
-    )
-    alpha_opt = torch.optim.Adam([log_alpha])
-    capacity = 100_000
-    buffer = {
-        k: torch.zeros(capacity, d)
-        for k, d in (("obs", obs_dim), ("act", act_dim), ("next", obs_dim))
-    }
-    rewards, dones = torch.zeros(capacity), torch.zeros(capacity)
-
-    def policy(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if not sac:
-            return actor(obs), torch.zeros(len(obs))
-        mean, log_std = actor(obs).chunk(2, dim=-1)
-        log_std = log_std.clamp(-20, 2)
-        noise = torch.randn_like(mean)
-        action = torch.tanh(mean + log_std.exp() * noise)
-        logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1) - torch.log(
-            1 - action.pow(2) + 1e-6
-        ).sum(-1)
-        return action, logp
-
-    def update(index: torch.Tensor, count: int) -> None:
-        obs, act, next_obs = buffer["obs"][index], buffer["act"][index], buffer["next"][index]
-        with torch.no_grad():
-            if sac:
-                next_act, next_logp = policy(next_obs)
-                next_q = (
-                    torch.min(*q_values(target_critics, next_obs, next_act))
-                    - log_alpha.exp() * next_logp
-                )
-            else:
-                noise = (torch.randn(len(index), act_dim) * 0.2).clamp(-0.5, 0.5)
-                next_q = torch.min(
-                    *q_values(
-                        target_critics, next_obs, (target_actor(next_obs) + noise).clamp(-1, 1)
-                    )
-                )
-            target = rewards[index] + 0.99 * (1 - dones[index]) * next_q
-        loss_fn = F.huber_loss if sac else F.mse_loss
-        critic_loss = sum(loss_fn(q, target) for q in q_values(critics, obs, act))
-        critic_opt.zero_grad()
-        critic_loss.backward()
-        critic_opt.step()
-        if sac or count % 2 == 0:
-            action, logp = policy(obs)
-            critics.requires_grad_(False)
-            q = (
-                torch.min(*q_values(critics, obs, action))
-                if sac
-                else q_values(critics[:1], obs, action)[0]
-            )
-            actor_loss = (log_alpha.exp().detach() * logp - q).mean()
-            actor_opt.zero_grad()
-            actor_loss.backward()
-            actor_opt.step()
-            critics.requires_grad_(True)
-            if sac:
-                alpha_loss = -(log_alpha * (logp.detach() - act_dim)).mean()
-                alpha_opt.zero_grad()
-                alpha_loss.backward()
-                alpha_opt.step()
-            else:
-                soft_update(target_actor, actor, 0.005)
-            soft_update(target_critics, critics, 0.005)
-
-    stored = 0
-
-    def play(num_steps: int) -> None:
-        nonlocal stored
-        for _ in range(num_steps):
-            with torch.no_grad():
-                action = policy(world.tensor())[0][0].numpy()
-            obs, next_obs, reward, terminated = world.step(action)
-            i = stored % capacity
-            buffer["obs"][i], buffer["act"][i], buffer["next"][i] = (
-                torch.as_tensor(obs),
-                torch.as_tensor(action),
-                torch.as_tensor(next_obs),
-            )
-            rewards[i], dones[i] = reward, terminated
-            stored += 1
-            if stored >= batch_size:
-                update(torch.randint(0, min(stored, capacity), (batch_size,)), stored)
-
-    def run() -> tuple[int, float]:
-        start = time.perf_counter()
-        play(steps)
-        return steps, time.perf_counter() - start
-
-    play(batch_size + 20)  # fill one batch, warm up
-    run.close = world.env.close
-    return run
-
-
-def reference_ppo(
-    toolkit: str,
-    env_id: str,
-    training: dict,
-    hiddens: list[int],
-    activation: str,
-    num_envs: int = 1,
-) -> Workload:
-    """Plain PPO, one iteration per round: collect the batch from ``num_envs`` envs (one batched
-    forward pass per step), GAE, then epochs of minibatch SGD."""
-    worlds = [_Obs(toolkit, env_id) for _ in range(num_envs)]
-    obs_dim, act_dim = worlds[0].obs_dim, worlds[0].act_dim
-    horizon = training["train_batch_size_per_learner"] // num_envs
-    minibatch, epochs = training["minibatch_size"], training["num_epochs"]
-    gamma, lam, clip = (
-        training.get("gamma", 0.99),
-        training.get("lambda_", 1.0),
-        training.get("clip_param", 0.3),
-    )
-    policy_net, value_net = (
-        mlp(obs_dim, hiddens, 2 * act_dim, activation),
-        mlp(obs_dim, hiddens, 1, activation),
-    )
-    optimizer = torch.optim.Adam(
-        [*policy_net.parameters(), *value_net.parameters()], lr=training.get("lr", 5e-4)
-    )
-
-    def distribution(obs):
-        mean, log_std = policy_net(obs).chunk(2, dim=-1)
-        return torch.distributions.Normal(mean, log_std.exp())
-
-    def run() -> tuple[int, float]:
-        start = time.perf_counter()
-        obs_buf, act_buf = (
-            torch.zeros(horizon, num_envs, obs_dim),
-            torch.zeros(horizon, num_envs, act_dim),
-        )
-        logp_buf, values = torch.zeros(horizon, num_envs), torch.zeros(horizon + 1, num_envs)
-        rewards, dones = torch.zeros(horizon, num_envs), torch.zeros(horizon, num_envs)
-        for t in range(horizon):
-            obs = torch.cat([world.tensor() for world in worlds])
-            with torch.no_grad():
-                dist = distribution(obs)
-                actions = dist.sample()
-                logp_buf[t], values[t] = dist.log_prob(actions).sum(-1), value_net(obs)[:, 0]
-            obs_buf[t], act_buf[t] = obs, actions
-            for i, world in enumerate(worlds):
-                _, _, rewards[t, i], dones[t, i] = world.step(actions[i].clamp(-1, 1).numpy())
-        with torch.no_grad():
-            values[horizon] = value_net(torch.cat([world.tensor() for world in worlds]))[:, 0]
-        advantages, last = torch.zeros(horizon, num_envs), torch.zeros(num_envs)
-        for t in reversed(range(horizon)):  # GAE
-            delta = rewards[t] + gamma * values[t + 1] * (1 - dones[t]) - values[t]
-            last = delta + gamma * lam * (1 - dones[t]) * last
-            advantages[t] = last
-        returns = (advantages + values[:-1]).reshape(-1)
-        obs_flat, act_flat, logp_flat, adv_flat = (
-            obs_buf.reshape(-1, obs_dim),
-            act_buf.reshape(-1, act_dim),
-            logp_buf.reshape(-1),
-            advantages.reshape(-1),
-        )
-        for _ in range(epochs):
-            for index in torch.randperm(len(returns)).split(minibatch):
-                dist = distribution(obs_flat[index])
-                ratio = (dist.log_prob(act_flat[index]).sum(-1) - logp_flat[index]).exp()
-                adv = adv_flat[index]
-                policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv).mean()
-                value_loss = F.mse_loss(value_net(obs_flat[index]).squeeze(-1), returns[index])
-                optimizer.zero_grad()
-                (policy_loss + value_loss).backward()
-                optimizer.step()
-        return len(returns), time.perf_counter() - start
-
-    run.close = lambda: [world.env.close() for world in worlds]
-    return run
 
 
 # --------------------------------------------------------------------------- ours

@@ -7,7 +7,7 @@ Measures, in one run, each figure alternating with what it is judged against, ro
   Stable-Baselines3 as installed, same hyperparameters and replay ratio (target 1.3x);
 - SAC/TD3, the gradient update alone: ours and SB3's against the FLOP limit, the matmul FLOPs
   of one update at this machine's measured matmul rate on the learner's threads (target 70%);
-- the peak memory of the largest process; with --reference, our old plain-PyTorch loops.
+- the peak memory of the largest process.
 Each ratio is the median of the per-round ratios (see ddrl.bench.throughput).
 
 Needs the benchmark requirements:  pip install -r scripts/bench/requirements-bench.txt
@@ -52,7 +52,7 @@ def load(algorithm: str, overrides=()):
 
 def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -> None:
     """Ours against SB3 end to end; for SAC/TD3 also the update alone against SB3's and against
-    the FLOP limit; the peak memory; with ``--reference``, the plain-PyTorch loop (a diagnostic)."""
+    the FLOP limit; the peak memory."""
     training = experiment.rllib["training"]
     round_steps = (
         training["train_batch_size_per_learner"]
@@ -62,8 +62,6 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
     with throughput.PeakMemory() as memory, throughput.our_training(experiment) as ours:
         peer = throughput.sb3_training(experiment, round_steps)
         workloads = {"sb3": peer, "ours": ours}
-        if args.reference:
-            workloads["reference"] = reference_loop(algorithm, experiment, env_id, envs, args)
         rounds = throughput.interleave(workloads, args.rounds)
         record(
             f"{algorithm} Stable-Baselines3 as installed ({peer.threads} torch threads)",
@@ -77,15 +75,6 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
             "sb3",
             TARGETS[algorithm],
         )
-        if args.reference:
-            workloads["reference"].close()
-            record(f"{algorithm} plain-PyTorch reference loop (diagnostic)", rounds, "reference")
-            record(
-                f"{algorithm} end to end (ours), against the reference loop",
-                rounds,
-                "ours",
-                "reference",
-            )
         if algorithm != "PPO":
             measure_updates(algorithm, experiment, env_id, ours, peer, args, record)
         peer.close()
@@ -156,23 +145,6 @@ def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> 
     record(f"{algorithm} update, ours, against SB3", rounds, "ours", "sb3", unit=unit)
 
 
-def reference_loop(algorithm, experiment, env_id, envs, args):
-    training = experiment.rllib["training"]
-    if algorithm == "PPO":
-        model = experiment.rllib.get("rl_module", {}).get("model_config", {})
-        return throughput.reference_ppo(
-            TOOLKIT,
-            env_id,
-            training,
-            model.get("fcnet_hiddens", [256, 256]),
-            model.get("fcnet_activation", "tanh"),
-            envs,
-        )
-    return throughput.reference_offpolicy(
-        TOOLKIT, env_id, algorithm, training, args.reference_steps
-    )
-
-
 @cli.report_errors
 def main(argv=None) -> int:
     parser = cli.ArgumentParser(
@@ -208,17 +180,6 @@ def main(argv=None) -> int:
         type=cli.whole(1),
         default=64,
         help="gradient updates per round of the SAC/TD3 update measure (default 64)",
-    )
-    parser.add_argument(
-        "--reference",
-        action="store_true",
-        help="also run the plain-PyTorch reference loops (a diagnostic, no longer the target)",
-    )
-    parser.add_argument(
-        "--reference-steps",
-        type=cli.whole(1),
-        default=500,
-        help="env steps of the SAC/TD3 reference loops per round (with --reference)",
     )
     parser.add_argument(
         "--set",
