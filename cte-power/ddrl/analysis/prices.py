@@ -7,5 +7,5 @@ the SageMaker pricing page before you budget.
 """
 
 INSTANCE_PRICES = {"ml.c5.4xlarge": 0.952, "ml.g4dn.4xlarge": 1.686, "ml.p3.2xlarge": 4.284}
-#: Managed spot training saves "up to 90%"; the seed's IMPALA benchmark saw about 70%.
+#: Managed spot training saves "up to 90%"; the SageMaker RL starter kit's IMPALA benchmark saw about 70%.
 SPOT_SAVING = 0.70
