@@ -62,6 +62,10 @@ def test_verdict_is_within_or_above_the_peers_ci():
         False
     ]
     assert worse["return_ratio"].iloc[0] == pytest.approx(350 / 1000)
+    # in rliable's terms: 3 seeds a side that overlap show no difference; ones far below, worse
+    assert close["verdict"].tolist() == close["eval_verdict"].tolist() == ["no difference shown"]
+    assert worse["verdict"].tolist() == worse["eval_verdict"].tolist() == ["worse"]
+    assert worse["improvement"].iloc[0].value == 0.0
     summary = lb.table(sb3, {"HopperBulletEnv-v0": 500.0})
     # the smoothed return passes 500 at 5,000 steps (1000 * 5/10) for the 1000-return seed...
     assert summary["seeds_reaching"].iloc[0] == 3

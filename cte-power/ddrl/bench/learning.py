@@ -1,5 +1,5 @@
 """Ours against Stable-Baselines3 at equal env steps: the shared hyperparameters, one run of
-either system, and the statistics (95% bootstrap confidence intervals across seeds).
+either system, and its tables (the statistics are ``ddrl.analysis.rl_stats``'s).
 
 Both systems get the same networks, learning rates, batch sizes, replay ratio, learning starts,
 number of envs and env-step budget, one process and one torch thread each. Both record, every
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ddrl.analysis.rl_stats import bootstrap_ci, improvement_estimate, iqm_estimate, verdict
 from ddrl.bench import sb3
 from ddrl.errors import UserError
 
@@ -321,25 +322,6 @@ def _progress_line(run: Run, row: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- statistics
-def bootstrap_ci(
-    values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval of the mean of ``values`` (one per seed)."""
-    values = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if values.size == 0:
-        return (math.nan, math.nan, math.nan)
-    if values.size == 1:
-        return (float(values[0]),) * 3
-    rng = np.random.default_rng(seed)
-    means = rng.choice(values, size=(resamples, values.size), replace=True).mean(axis=1)
-    tail = (1 - confidence) / 2
-    return (
-        float(values.mean()),
-        float(np.quantile(means, tail)),
-        float(np.quantile(means, 1 - tail)),
-    )
-
-
 def load_curves(output_dir: Path) -> pd.DataFrame:
     """Every completed run's curve, with its system, algorithm, env and seed."""
     frames = []
@@ -410,6 +392,7 @@ def table(curves: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
         final, low, high = bootstrap_ci(finals)
         eval_mean, eval_low, eval_high = bootstrap_ci(evals)
         reached = [s for s in steps_to if not math.isnan(s)]
+        final_iqm, eval_iqm = iqm_estimate(finals), iqm_estimate(evals)
         rows.append(
             {
                 "env": env,
@@ -423,6 +406,14 @@ def table(curves: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
                 "eval_return": eval_mean,
                 "eval_ci_low": eval_low,
                 "eval_ci_high": eval_high,
+                "iqm": final_iqm.value,
+                "iqm_low": final_iqm.low,
+                "iqm_high": final_iqm.high,
+                "eval_iqm": eval_iqm.value,
+                "eval_iqm_low": eval_iqm.low,
+                "eval_iqm_high": eval_iqm.high,
+                "finals": tuple(finals),
+                "evals": tuple(evals),
                 "threshold": thresholds.get(env),
                 "seeds_reaching": len(reached),
                 "steps_to_threshold": float(np.mean(reached)) if reached else math.nan,
@@ -437,8 +428,11 @@ def table(curves: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
 
 
 def verdicts(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per (env, algorithm) with both systems: ours / SB3 and whether ours is within
-    SB3's 95% CI or above it (the target), on the final smoothed return."""
+    """One row per (env, algorithm) with both systems: ours / SB3; the verdict in rliable's
+    terms (the probability that a seed of ours ends above a seed of SB3's, with its 95%
+    stratified-bootstrap interval: better, worse, or no difference shown); and the older
+    verdict, whether our mean is within SB3's 95% CI or above it. On the final smoothed return
+    and on the final evaluation return."""
     rows = []
     for (env, algorithm), pair in summary.groupby(["env", "algorithm"]):
         systems = pair.set_index("system")
@@ -462,9 +456,23 @@ def verdicts(summary: pd.DataFrame) -> pd.DataFrame:
                 "sb3_steps_to_threshold": sb3["steps_to_threshold"],
                 "meets_target": bool(ours["final_return"] >= sb3["ci_low"]),
                 "eval_meets_target": bool(ours["eval_return"] >= sb3["eval_ci_low"]),
+                "ours_iqm": _iqm(ours),
+                "sb3_iqm": _iqm(sb3),
+                "improvement": (better := improvement_estimate(ours["finals"], sb3["finals"])),
+                "eval_improvement": (
+                    eval_better := improvement_estimate(ours["evals"], sb3["evals"])
+                ),
+                "verdict": verdict(better),
+                "eval_verdict": verdict(eval_better),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _iqm(row, prefix: str = "") -> str:
+    mean = row[f"{prefix}iqm"]
+    low, high = row[f"{prefix}iqm_low"], row[f"{prefix}iqm_high"]
+    return "n/a" if math.isnan(mean) else f"{mean:.0f} [{low:.0f}, {high:.0f}]"
 
 
 def _with_ci(row, prefix: str = "") -> str:
@@ -546,5 +554,25 @@ def markdown(pairs: pd.DataFrame, summary: pd.DataFrame) -> str:
             f"| {row.env} | {row.algorithm} | {row.seeds} | {row.ours} | {row.sb3} | {row.return_ratio:.2f} "
             f"| {row.ours_eval} | {row.sb3_eval} | {steps} | {row.time_ratio:.2f} "
             f"| {'yes' if row.meets_target else '**no**'} / {'yes' if row.eval_meets_target else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n\n" + markdown_reliable(pairs)
+
+
+def markdown_reliable(pairs: pd.DataFrame) -> str:
+    """The same pairs in rliable's terms, the older verdict beside the new one."""
+    lines = [
+        "| env | algorithm | seeds (ours/SB3) | ours: IQM [95% CI] | SB3: IQM [95% CI] "
+        "| P(ours > SB3), return [95% CI] | P(ours > SB3), eval [95% CI] "
+        "| verdict: return / eval | older verdict (within or above SB3's CI): return / eval |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in pairs.itertuples():
+        older = " / ".join(
+            "yes" if met else "no" for met in (row.meets_target, row.eval_meets_target)
+        )
+        lines.append(
+            f"| {row.env} | {row.algorithm} | {row.seeds} | {row.ours_iqm} | {row.sb3_iqm} "
+            f"| {row.improvement} | {row.eval_improvement} | {row.verdict} / {row.eval_verdict} "
+            f"| {older} |"
         )
     return "\n".join(lines) + "\n"
