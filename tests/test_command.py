@@ -3,7 +3,7 @@ and the thesis-named scripts as aliases of it. Each call is the installed consol
 subprocess, run from a folder outside the repository."""
 
 import pytest
-from conftest import CTE_POWER, run_ddrl, run_script
+from helpers import CTE_POWER, run_ddrl, run_script
 
 
 def ddrl(tmp_path, *args):

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import yaml
 
@@ -240,6 +241,12 @@ def make_render_env(toolkit: str, env_id: str, env_config: dict, width: int, hei
         unwrapped = getattr(unwrapped.env, "unwrapped", unwrapped.env)
     if hasattr(unwrapped, "_render_width"):  # PyBullet: its camera already follows the robot
         unwrapped._render_width, unwrapped._render_height = width, height
+    try:  # one frame now: an env that cannot draw here fails before anything is written
+        env.reset(seed=0)
+        env.render()
+    except gym.error.DependencyNotInstalled as err:
+        env.close()
+        raise UserError(f"{env_id} cannot draw frames here: {err}") from None
     return env
 
 

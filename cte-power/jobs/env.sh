@@ -8,7 +8,9 @@
 DDRL_CTE_POWER=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DDRL_REPO=$(dirname "$DDRL_CTE_POWER")
 cd "$DDRL_CTE_POWER" || exit 2
-mkdir -p jobs/out jobs/err
+# the jobs' logs: jobs/out/ and jobs/err/, unless DDRL_JOB_LOGS names another folder for them
+export DDRL_JOB_LOGS=${DDRL_JOB_LOGS:-$DDRL_CTE_POWER/jobs}
+mkdir -p "$DDRL_JOB_LOGS/out" "$DDRL_JOB_LOGS/err"
 
 # Slurm opens the job's output file before the job starts, relative to the submit directory
 # (#SBATCH --output=slurm-%x-%j.out is the one path that exists wherever sbatch is run). From
@@ -16,8 +18,8 @@ mkdir -p jobs/out jobs/err
 # file in the submit directory says where.
 if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "${DDRL_LOG_REDIRECTED:-}" ]; then
     export DDRL_LOG_REDIRECTED=1
-    echo "ddrl: job $SLURM_JOB_ID logs to $DDRL_CTE_POWER/jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.out (errors: jobs/err/)"
-    exec >>"jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.out" 2>>"jobs/err/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.err"
+    echo "ddrl: job $SLURM_JOB_ID logs to $DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.out (errors: $DDRL_JOB_LOGS/err/)"
+    exec >>"$DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.out" 2>>"$DDRL_JOB_LOGS/err/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.err"
 fi
 
 if [ -f jobs/site.sh ]; then

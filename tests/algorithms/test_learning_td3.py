@@ -1,7 +1,7 @@
 """Our TD3 and DDPG learn: Pendulum-v1 through the gym train script, as a user runs it."""
 
 import pytest
-from conftest import CTE_POWER, only_trial, results_of, run_script
+from helpers import CTE_POWER, only_trial, results_of, run_script
 
 pytestmark = pytest.mark.slow
 TRAIN_GYM = CTE_POWER / "scripts" / "train" / "train-gym.py"

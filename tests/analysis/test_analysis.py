@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CTE_POWER, TINY_PPO, TRAIN_BULLET, load_script, run_script
+from helpers import CTE_POWER, TINY_PPO, TRAIN_BULLET, load_script, run_script
 
 from ddrl.analysis import plotting, scaling, summaries
 from ddrl.errors import UserError

@@ -54,6 +54,8 @@ def test_few_seeds_call_differences_that_are_not_there():
     """What the README's advice on seeds rests on: with 3 seeds a side the bootstrap interval is
     too narrow (a 95% interval that errs far more than 5% of the time); with 10 it is close to
     its nominal rate."""
-    assert 1 - rl_stats.call_rates(3, experiments=1000)["no difference shown"] > 0.12  # 20% measured
+    assert (
+        1 - rl_stats.call_rates(3, experiments=1000)["no difference shown"] > 0.12
+    )  # 20% measured
     assert 1 - rl_stats.call_rates(10, experiments=1000)["no difference shown"] < 0.08  # 5%
     assert rl_stats.call_rates(20, effect=1.0)["better"] > 0.75  # 86% measured

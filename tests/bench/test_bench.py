@@ -3,7 +3,7 @@ speed is measured by the benchmark, not by timed tests)."""
 
 import pandas as pd
 import pytest
-from conftest import CTE_POWER, run_script
+from helpers import CTE_POWER, run_script
 
 from ddrl.paths import TRAININGS_DIR
 from ddrl.pipeline import validation

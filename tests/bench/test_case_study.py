@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from conftest import CTE_POWER, run_script
+from helpers import CTE_POWER, run_script
 
 from ddrl.analysis import case_study
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CTE_POWER, run_script
+from helpers import CTE_POWER, run_script
 
 from ddrl.bench import learning as lb
 

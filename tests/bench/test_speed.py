@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import CTE_POWER, load_script
+from helpers import CTE_POWER, load_script
 from torch.utils.flop_counter import FlopCounterMode
 
 from ddrl.algorithms.replay import TransitionBuffer

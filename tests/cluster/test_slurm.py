@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CTE_POWER, TINY_PPO, TINY_SAC, only_trial, results_of
+from helpers import CTE_POWER, TINY_PPO, TINY_SAC, only_trial, results_of
 from slurm_cluster import SlurmCluster, why_unavailable
 
 pytestmark = [
@@ -35,31 +35,33 @@ def slurm(tmp_path_factory):
 
 @pytest.fixture
 def job_env(tmp_path):
-    """Results, tokens and Ray temp dirs of the jobs go to this test's folder (sbatch exports the env)."""
+    """Results, logs, tokens and Ray temp dirs of the jobs go to this test's folder (sbatch
+    exports the env)."""
     return {
         "DDRL_RESULTS_DIR": str(tmp_path / "results"),
         "DDRL_TOKEN_DIR": str(tmp_path / "tokens"),
         "DDRL_NODE_IP": "127.0.0.2",  # both "nodes" are this host: pin Ray to a loopback address
+        "DDRL_JOB_LOGS": str(tmp_path / "logs"),
     }
 
 
-def job_log(name: str, job_id: str, stream: str = "out") -> str:
-    path = CTE_POWER / "jobs" / stream / f"{name}-{job_id}.{stream}"
+def job_log(job_env: dict, name: str, job_id: str, stream: str = "out") -> str:
+    path = Path(job_env["DDRL_JOB_LOGS"]) / stream / f"{name}-{job_id}.{stream}"
     return path.read_text() if path.exists() else ""
 
 
-def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env):
+def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env, tmp_path):
     job = slurm.sbatch(
-        "jobs/pybullet-envs/sac.sh",
+        str(CTE_POWER / "jobs" / "pybullet-envs/sac.sh"),
         *TINY_SAC_SETS,
         "--set",
         "stop.iterations=2",
-        cwd=CTE_POWER,
+        cwd=tmp_path,
         env=job_env,
     )
     info = slurm.wait(job, timeout=300)
-    out = job_log("sac-humanoid", job)
-    assert info["JobState"] == "COMPLETED", out + job_log("sac-humanoid", job, "err")
+    out = job_log(job_env, "sac-humanoid", job)
+    assert info["JobState"] == "COMPLETED", out + job_log(job_env, "sac-humanoid", job, "err")
     assert f"the Slurm allocation of job {job}" in out and "SLURM_CPUS_PER_TASK=2" in out, (
         "Ray sized to the allocation"
     )
@@ -72,17 +74,21 @@ def test_sac_job_completes_with_log_results_and_checkpoint(slurm, job_env):
 def test_job_submitted_from_another_directory_logs_where_the_readme_says(slurm, job_env, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    default_logs = {k: v for k, v in job_env.items() if k != "DDRL_JOB_LOGS"}
     job = slurm.sbatch(
         str(CTE_POWER / "jobs" / "pybullet-envs" / "ppo.sh"),
         *TINY_PPO_SETS,
         "--set",
         "stop.iterations=1",
         cwd=elsewhere,
-        env=job_env,
+        env=default_logs,
     )
     info = slurm.wait(job, timeout=300)
-    out = job_log("ppo-humanoid", job)
-    assert info["JobState"] == "COMPLETED", out + job_log("ppo-humanoid", job, "err") + str(info)
+    logs = [CTE_POWER / "jobs" / s / f"ppo-humanoid-{job}.{s}" for s in ("out", "err")]
+    out, err = (path.read_text() if path.exists() else "" for path in logs)
+    for path in logs:  # the one test that writes into the repository's jobs/out/ and jobs/err/
+        path.unlink(missing_ok=True)
+    assert info["JobState"] == "COMPLETED", out + err + str(info)
     assert "iter    1 |" in out
     pointer = (elsewhere / f"slurm-ppo-humanoid-{job}.out").read_text()
     assert f"logs to {CTE_POWER}/jobs/out/ppo-humanoid-{job}.out" in pointer
@@ -96,17 +102,17 @@ def test_learning_benchmark_array_runs_one_run_per_task(slurm, job_env, tmp_path
         "--eval-every 600 --eval-episodes 1"
     )
     job = slurm.sbatch(
-        "jobs/bench/learning-benchmark.sh",
+        str(CTE_POWER / "jobs" / "bench/learning-benchmark.sh"),
         "--output-dir",
         str(tmp_path / "runs"),
-        cwd=CTE_POWER,
+        cwd=tmp_path,
         env={**job_env, "BENCH_ARGS": bench_args},
         options=("--array=0-1",),
     )
     for task in (0, 1):
         info = slurm.wait(f"{job}_{task}", timeout=300)
         assert info["JobState"] == "COMPLETED", job_log(
-            "learning-benchmark", info.get("JobId", job)
+            job_env, "learning-benchmark", info.get("JobId", job)
         ) + str(info)
     names = sorted(p.name for p in (tmp_path / "runs").glob("*.csv"))
     assert names == [
@@ -115,16 +121,18 @@ def test_learning_benchmark_array_runs_one_run_per_task(slurm, job_env, tmp_path
     ]
 
 
-def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(slurm, job_env):
+def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(
+    slurm, job_env, tmp_path
+):
     job = slurm.sbatch(
-        "jobs/distributed/ppo-2nodes.sh",
+        str(CTE_POWER / "jobs" / "distributed/ppo-2nodes.sh"),
         *TINY_PPO_SETS,
         "--set",
         "stop.iterations=40",
-        cwd=CTE_POWER,
+        cwd=tmp_path,
         env=job_env,
     )
-    report = CTE_POWER / "jobs" / "out" / f"ppo-2nodes-{job}.cluster.json"
+    report = Path(job_env["DDRL_JOB_LOGS"]) / "out" / f"ppo-2nodes-{job}.cluster.json"
     deadline = time.time() + 240
     while (
         not report.exists()
@@ -132,7 +140,9 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
         and slurm.state(job).get("JobState") in ("PENDING", "RUNNING")
     ):
         time.sleep(1)
-    assert report.exists(), job_log("ppo-2nodes", job) + job_log("ppo-2nodes", job, "err")
+    assert report.exists(), job_log(job_env, "ppo-2nodes", job) + job_log(
+        job_env, "ppo-2nodes", job, "err"
+    )
     cluster = json.loads(report.read_text())
     assert len(cluster["nodes"]) == 2 and cluster["address"].endswith(
         f":{20000 + int(job) % 1000}"
@@ -165,8 +175,8 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
         assert "CONNECTED" not in outcome[name] and probes[name].returncode != 0, name
 
     info = slurm.wait(job, timeout=300)
-    out = job_log("ppo-2nodes", job)
-    assert info["JobState"] == "COMPLETED", out + job_log("ppo-2nodes", job, "err")
+    out = job_log(job_env, "ppo-2nodes", job)
+    assert info["JobState"] == "COMPLETED", out + job_log(job_env, "ppo-2nodes", job, "err")
     assert (
         "Ray cluster up: 2 node(s)" in out
         and "attached to the Ray cluster" in out
@@ -187,7 +197,7 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
 
 def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp_path):
     job = slurm.sbatch(
-        "jobs/search/search.sh",
+        str(CTE_POWER / "jobs" / "search/search.sh"),
         "trainings/pybullet-envs/ppo.yaml",
         *TINY_PPO_SETS,
         "--set", "env_runners.num_env_runners=0",
@@ -195,14 +205,16 @@ def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp
         "--set", "checkpoint.every=0",
         "--set", "training.lr={grid_search: [0.0001, 0.0003, 0.001, 0.003]}",
         "--set", "tune.max_concurrent_trials=4",
-        cwd=CTE_POWER,
+        cwd=tmp_path,
         env=job_env,
     )  # fmt: skip
     info = slurm.wait(job, timeout=400)
-    out = job_log("search", job)
-    assert info["JobState"] == "COMPLETED", out + job_log("search", job, "err")
+    out = job_log(job_env, "search", job)
+    assert info["JobState"] == "COMPLETED", out + job_log(job_env, "search", job, "err")
     assert "Ray cluster up: 2 node(s)" in out
-    cluster = json.loads((CTE_POWER / "jobs" / "out" / f"search-{job}.cluster.json").read_text())
+    cluster = json.loads(
+        (Path(job_env["DDRL_JOB_LOGS"]) / "out" / f"search-{job}.cluster.json").read_text()
+    )
     experiment = Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}"
     trials = sorted(p.parent for p in experiment.glob("*/result.json"))
     assert len(trials) == 4 and all(len(results_of(t)) == 2 for t in trials)
@@ -219,23 +231,23 @@ def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp
     assert len(table) == 5 and "training.lr" in table[0]
 
 
-def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
+def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env, tmp_path):
     job = slurm.sbatch(
-        "jobs/pybullet-envs/ppo.sh",
+        str(CTE_POWER / "jobs" / "pybullet-envs/ppo.sh"),
         *TINY_PPO_SETS,
         "--set",
         "stop.iterations=8",
         "--set",
         "checkpoint.every=100",
-        cwd=CTE_POWER,
+        cwd=tmp_path,
         env=job_env,
     )
     deadline = time.time() + 240
-    while job_log("ppo-humanoid", job).count("\niter ") < 2:
+    while job_log(job_env, "ppo-humanoid", job).count("\niter ") < 2:
         assert time.time() < deadline and slurm.state(job).get("JobState") in (
             "PENDING",
             "RUNNING",
-        ), job_log("ppo-humanoid", job)
+        ), job_log(job_env, "ppo-humanoid", job)
         time.sleep(0.5)
     slurm.run(
         ["scancel", "--signal=USR1", "--batch", job]
@@ -246,13 +258,13 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
         slurm.state(job).get("Restarts", "0") == "0"
         or slurm.state(job).get("JobState") == "RUNNING"
     ):
-        assert time.time() < deadline, job_log("ppo-humanoid", job)
+        assert time.time() < deadline, job_log(job_env, "ppo-humanoid", job)
         time.sleep(1)
     # Slurm starts the requeued job after its requeue delay (AuthInfo=cred_expire, 20 s in the test
     # cluster; 120 s by default); forcing an earlier start makes slurmd refuse it while the old run's
     # credential is still revoked.
     info = slurm.wait(job, timeout=600)
-    out = job_log("ppo-humanoid", job)
+    out = job_log(job_env, "ppo-humanoid", job)
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
     assert (
         "checkpointing before the time limit" in out
@@ -265,17 +277,17 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env):
     assert after[0] == before[-1] + 1 and after[-1] == 8, (before, after)
 
 
-def test_scaling_job_sweeps_env_runners_that_fit_the_allocation(slurm, job_env):
+def test_scaling_job_sweeps_env_runners_that_fit_the_allocation(slurm, job_env, tmp_path):
     job = slurm.sbatch(
-        "jobs/scaling/ppo.sh",
+        str(CTE_POWER / "jobs" / "scaling/ppo.sh"),
         *TINY_PPO_SETS,
-        cwd=CTE_POWER,
+        cwd=tmp_path,
         env=job_env | {"DDRL_SCALING_ITERATIONS": "2"},
         options=("--cpus-per-task=2",),
     )
     info = slurm.wait(job, timeout=300)
-    out = job_log("scaling-ppo", job)
-    assert info["JobState"] == "COMPLETED", out + job_log("scaling-ppo", job, "err")
+    out = job_log(job_env, "scaling-ppo", job)
+    assert info["JobState"] == "COMPLETED", out + job_log(job_env, "scaling-ppo", job, "err")
     assert "scaling sweep over env runners 1 " in out, "2 CPUs hold 1 runner + the driver"
     trial = only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"scaling-ppo-{job}")
     assert json.loads((trial / "params.json").read_text())["num_env_runners"] == 1

@@ -8,7 +8,7 @@ import time
 import gymnasium
 import numpy as np
 import pytest
-from conftest import CTE_POWER, only_trial, results_of, run_script
+from helpers import CTE_POWER, only_trial, results_of, run_script
 
 from ddrl.envs import old_gym, toolkits
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import CTE_POWER, REPO, load_script, run_script
+from helpers import CTE_POWER, REPO, load_script, run_script
 
 from ddrl.envs import toolkits
 from ddrl.errors import UserError

@@ -383,7 +383,7 @@ def test_results_dir_that_cannot_be_created(train_bullet, tmp_path, capsys):
 def test_an_error_about_a_pybullet_env_is_its_one_line_alone(tmp_path):
     """PyBullet prints its build time (stderr) on import and "argv[0]=" (stdout) on connecting,
     from C: the error line must not come after that noise, nor must a dry run's report."""
-    from conftest import TRAIN_BULLET, run_script
+    from helpers import TRAIN_BULLET, run_script
 
     proc = run_script(
         TRAIN_BULLET,

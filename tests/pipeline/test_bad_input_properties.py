@@ -178,7 +178,7 @@ bad_inputs = st.one_of(out_of_range(), unknown_keys(), broken_yaml(), non_text()
 
 @pytest.fixture(scope="module")
 def main():
-    from conftest import TRAIN_BULLET, load_script
+    from helpers import TRAIN_BULLET, load_script
 
     return load_script(TRAIN_BULLET).main
 

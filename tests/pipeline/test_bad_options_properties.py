@@ -11,7 +11,7 @@ import contextlib
 import io
 
 import pytest
-from conftest import CTE_POWER, load_script
+from helpers import CTE_POWER, load_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

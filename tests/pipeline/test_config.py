@@ -130,9 +130,7 @@ def test_job_files_name_existing_scripts_and_configs(job):
         and "#SBATCH --output=slurm-%x-" in text
         and "--error" not in text
     )
-    assert 'source "$dir/jobs/env.sh"' in text and "Command=" in text, (
-        "finds cte-power/ from any submit dir"
-    )
+    assert 'source "$env_sh"' in text and "Command=" in text, "finds cte-power/ from any submit dir"
     named = re.findall(r"\b((?:scripts|trainings)/[\w./-]+\.(?:py|yaml))", text)
     assert named, "a job runs a train script or a sweep of a config"
     for relative in named:

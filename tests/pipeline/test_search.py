@@ -4,7 +4,7 @@ changes a trial's hyperparameter mid-run (recorded in its results), both through
 import pandas as pd
 import pytest
 import yaml
-from conftest import CTE_POWER, results_of, run_ddrl
+from helpers import CTE_POWER, results_of, run_ddrl
 
 from ddrl.errors import UserError
 from ddrl.pipeline import validation

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     CTE_POWER,
     TINY_PPO,
     TINY_SAC,

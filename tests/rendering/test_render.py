@@ -1,5 +1,6 @@
 """Rendering trained agents to video: real checkpoints, real PyBullet frames, real MP4/GIF files."""
 
+import importlib.util
 import json
 import re
 import shutil
@@ -8,7 +9,10 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 import yaml
-from conftest import CTE_POWER, TINY_PPO, TRAIN_BULLET, load_script, only_trial, run_script
+from helpers import CTE_POWER, TINY_PPO, TRAIN_BULLET, load_script, only_trial, run_script
+
+from ddrl import rendering
+from ddrl.errors import UserError
 
 pytestmark = pytest.mark.slow
 RENDER_BULLET = CTE_POWER / "scripts" / "render" / "render-bullet.py"
@@ -280,3 +284,11 @@ def test_out_of_range_options_are_one_line_before_anything_is_loaded(
     assert stopped.value.code == 2
     assert err.startswith(f"error: argument {option}: must be") and err.count("\n") == 1, err
     assert not output.exists()
+
+
+def test_an_env_that_cannot_draw_here_is_one_clear_error():
+    """Classic control draws with pygame, which training does not need: say so before writing."""
+    if importlib.util.find_spec("pygame") is not None:
+        pytest.skip("pygame is installed: Pendulum can draw")
+    with pytest.raises(UserError, match=r"Pendulum-v1 cannot draw frames here: .*pip install"):
+        rendering.make_render_env("gym", "Pendulum-v1", {}, 64, 64)

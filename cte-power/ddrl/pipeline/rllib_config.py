@@ -45,19 +45,29 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     return evaluation.unbiased_evaluation(vector_actions.use_batched_actions(config))
 
 
+#: RLlib's own notices that say nothing to act on, by logger: each one exactly, so that any other
+#: notice (a deprecation of something we use) still shows.
+_NOTICES = {
+    # every config: the new API stack is the default, and we use it on purpose
+    "ray.rllib.algorithms.algorithm_config": "on the new API stack",
+    "ray.rllib.algorithms.sac.sac": "on the new API stack",
+    # RLModule.__init__ builds an RLModuleConfig itself (RLlib 2.60), whatever the module
+    "ray._common.deprecation": "RLModule(config=[RLModuleConfig object])",
+}
+
+
 class _DropNotice(logging.Filter):
-    """RLlib warns on every config that the new API stack is the default; it is, on purpose."""
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "on the new API stack" not in record.getMessage()
+        return self.text not in record.getMessage()
 
 
 def quiet_rllib_notices() -> None:
     """Run before configs are built and, as Ray's worker setup hook, in every worker process."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    for name in ("ray.rllib.algorithms.algorithm_config", "ray.rllib.algorithms.sac.sac"):
+    for name, text in _NOTICES.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropNotice) for f in logger.filters):
-            logger.addFilter(_DropNotice())
+            logger.addFilter(_DropNotice(text))

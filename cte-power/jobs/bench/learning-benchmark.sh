@@ -14,11 +14,10 @@
 # The list of runs (and so --array=0-N) comes from the arguments below:
 #   python scripts/bench/learning-benchmark.py $BENCH_ARGS --list
 # Needs Stable-Baselines3 in the venv:  pip install -r scripts/bench/requirements-bench.txt
-for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
-           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
-    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
-done
-command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+job=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p' | head -n 1)  # Slurm runs a copy of this file
+for env_sh in "$(dirname "${job:-/-/-}")/../env.sh" "${SLURM_SUBMIT_DIR:-}/jobs/env.sh" "${SLURM_SUBMIT_DIR:-}/cte-power/jobs/env.sh" "$(dirname "$0")/../env.sh"; do [ -f "$env_sh" ] && break; done
+[ -f "$env_sh" ] || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+source "$env_sh"  # the set-up every job shares
 BENCH_ARGS=${BENCH_ARGS:---envs HopperBulletEnv-v0 HalfCheetahBulletEnv-v0 Walker2DBulletEnv-v0 AntBulletEnv-v0 HumanoidBulletEnv-v0 \
     --seeds 0 1 --budget SAC=1000000 TD3=1000000 PPO=10000000}
 # shellcheck disable=SC2086

@@ -35,7 +35,7 @@ ddrl_ray_cluster_up() {
     [ -n "${DDRL_NODE_IP:-}" ] && ip_args=(--node-ip="$DDRL_NODE_IP")
     for index in "${!nodes[@]}"; do
         node=${nodes[$index]}
-        local log="jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-$node.log"
+        local log="$DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-$node.log"
         # --overlap: the batch step (our driver) shares the first node with the head.
         # ddrl.ray_cluster: the head on rank 0; a worker elsewhere once the head answers
         srun --nodes=1 --ntasks=1 --overlap -w "$node" \
@@ -48,8 +48,8 @@ ddrl_ray_cluster_up() {
 
     echo "ddrl: waiting up to ${timeout}s for ${#nodes[@]} Ray node(s) at $RAY_ADDRESS"
     if ! python -m ddrl.ray_cluster wait --nodes="${#nodes[@]}" --timeout="$timeout" \
-            --report="jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.cluster.json"; then
-        echo "error: the Ray cluster did not form; see jobs/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-*.log" >&2
+            --report="$DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.cluster.json"; then
+        echo "error: the Ray cluster did not form; see $DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-*.log" >&2
         return 1
     fi
 }

@@ -11,9 +11,8 @@
 # SAC on MuJoCo's Humanoid-v5 (1 env runner + the driver's learner: 2 CPUs).
 # From cte-power/:  sbatch jobs/gym/sac-humanoid.sh [train-script arguments, e.g. --set stop.env_steps=1000000]
 # Without Slurm:    bash jobs/gym/sac-humanoid.sh [...]
-for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
-           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
-    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
-done
-command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+job=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p' | head -n 1)  # Slurm runs a copy of this file
+for env_sh in "$(dirname "${job:-/-/-}")/../env.sh" "${SLURM_SUBMIT_DIR:-}/jobs/env.sh" "${SLURM_SUBMIT_DIR:-}/cte-power/jobs/env.sh" "$(dirname "$0")/../env.sh"; do [ -f "$env_sh" ] && break; done
+[ -f "$env_sh" ] || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+source "$env_sh"  # the set-up every job shares
 ddrl_train scripts/train/train-gym.py trainings/gym/sac-humanoid.yaml "$@"

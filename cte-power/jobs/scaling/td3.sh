@@ -13,9 +13,8 @@
 # From cte-power/:  sbatch jobs/scaling/td3.sh                     (65 CPUs: up to 64 runners)
 #                   sbatch --cpus-per-task=17 --gres=gpu:1 jobs/scaling/td3.sh
 # Then: python scripts/plot/summarize-data.py && python scripts/plot/plot-time.py results/humanoid/scaling-td3-*.csv
-for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
-           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
-    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
-done
-command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+job=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p' | head -n 1)  # Slurm runs a copy of this file
+for env_sh in "$(dirname "${job:-/-/-}")/../env.sh" "${SLURM_SUBMIT_DIR:-}/jobs/env.sh" "${SLURM_SUBMIT_DIR:-}/cte-power/jobs/env.sh" "$(dirname "$0")/../env.sh"; do [ -f "$env_sh" ] && break; done
+[ -f "$env_sh" ] || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+source "$env_sh"  # the set-up every job shares
 ddrl_scaling_sweep trainings/pybullet-envs/td3.yaml "$@"

@@ -15,11 +15,10 @@
 #   sbatch jobs/search/search.sh CONFIG --set tune.scheduler='{type: asha, max_t: 500}'   # stop weak trials early
 # Then: python scripts/plot/summarize-data.py results/pybullet-envs/<config>-<job id>
 #       (a table of trials, the best as an experiment file) and scripts/plot/plot-search.py.
-for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
-           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
-    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
-done
-command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+job=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p' | head -n 1)  # Slurm runs a copy of this file
+for env_sh in "$(dirname "${job:-/-/-}")/../env.sh" "${SLURM_SUBMIT_DIR:-}/jobs/env.sh" "${SLURM_SUBMIT_DIR:-}/cte-power/jobs/env.sh" "$(dirname "$0")/../env.sh"; do [ -f "$env_sh" ] && break; done
+[ -f "$env_sh" ] || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+source "$env_sh"  # the set-up every job shares
 config=trainings/pybullet-envs/search/sac-search.yaml
 case "${1:-}" in *.yaml|*.yml) config=$1; shift ;; esac
 [ -f "$config" ] || { echo "error: no experiment file $config; give one, e.g. trainings/pybullet-envs/search/td3-search.yaml" >&2; exit 2; }

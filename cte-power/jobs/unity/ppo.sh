@@ -13,11 +13,10 @@
 # More runners: --cpus-per-task=N+1 --set env_runners.num_env_runners=N.
 # From cte-power/:  sbatch jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64 [train-script arguments]
 # Without Slurm:    bash jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64 [...]
-for dir in "$(dirname "$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p')")/../.." \
-           "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/cte-power" "$(dirname "$0")/../.."; do
-    [ -f "$dir/jobs/env.sh" ] && source "$dir/jobs/env.sh" && break
-done
-command -v ddrl_train >/dev/null || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+job=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/.*Command=\([^ ]*\).*/\1/p' | head -n 1)  # Slurm runs a copy of this file
+for env_sh in "$(dirname "${job:-/-/-}")/../env.sh" "${SLURM_SUBMIT_DIR:-}/jobs/env.sh" "${SLURM_SUBMIT_DIR:-}/cte-power/jobs/env.sh" "$(dirname "$0")/../env.sh"; do [ -f "$env_sh" ] && break; done
+[ -f "$env_sh" ] || { echo "error: cannot find cte-power/jobs/env.sh from ${SLURM_SUBMIT_DIR:-$PWD}; submit from cte-power/: sbatch jobs/..." >&2; exit 2; }
+source "$env_sh"  # the set-up every job shares
 case " $* " in
     *" --env-file "*|*" --env-file="*) ;;
     *) echo "error: a batch job has no Unity Editor to connect to: give the build, e.g. sbatch jobs/unity/ppo.sh --env-file builds/3DBall/3DBall.x86_64" >&2; exit 2 ;;
