@@ -72,3 +72,23 @@ def test_the_thesis_scripts_are_aliases(tmp_path):
     command = run_ddrl("train", *args, cwd=CTE_POWER)
     assert script.returncode == command.returncode == 0, script.stderr + command.stderr
     assert script.stdout == command.stdout
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (["SAC=lots"], "--budget 'SAC=lots': expected NAME=NUMBER, e.g. --budget SAC=20000"),
+        (["=5"], "--budget '=5': expected NAME=NUMBER"),
+        (["SAC"], "--budget 'SAC': expected NAME=NUMBER"),
+        (["XYZ=5"], "--budget 'XYZ=5': 'XYZ' is not one of SAC, TD3"),
+        (["SAC=0"], "--budget 'SAC=0': the number must be at least 1, got 0"),
+    ],
+)
+def test_the_one_name_number_parser(items, message):
+    from ddrl import cli
+    from ddrl.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        cli.pairs(items, cli.whole(1), "budget", "SAC=20000", names=("SAC", "TD3"))
+    assert str(err.value) == message or str(err.value).startswith(message)
+    assert cli.pairs(["SAC=5", "TD3=7"], cli.whole(1), "budget", "SAC=1") == {"SAC": 5, "TD3": 7}

@@ -74,6 +74,28 @@ def real(above: float | None = None, at_least: float | None = None, high: float 
     return parse
 
 
+def pairs(items: list[str], kind, option: str, example: str, names=None) -> dict:
+    """``NAME=NUMBER`` items of an option (``--budget SAC=20000``) as a dict; each number parsed
+    by ``kind`` (a ``whole``/``real`` type), each name one of ``names`` if given; a bad item is
+    one ``UserError`` line naming the option and an example."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise UserError(f"--{option} '{item}': expected NAME=NUMBER, e.g. --{option} {example}")
+        if names is not None and name not in names:
+            raise UserError(f"--{option} '{item}': {name!r} is not one of {', '.join(names)}")
+        try:
+            out[name] = kind(value)
+        except argparse.ArgumentTypeError as err:
+            raise UserError(f"--{option} '{item}': the number {err}") from None
+    return out
+
+
 def train_parser(toolkit: str, default_config: str, description: str) -> argparse.ArgumentParser:
     parser = ArgumentParser(
         description=description,
@@ -150,16 +172,16 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     ``env_config``: values from a script's own options (train-unity.py's --env-file...); each is
     applied as ``--set environment.env_config.KEY=VALUE`` before the user's ``--set`` values.
     """
-    from ddrl.envs import toolkits
     from ddrl.pipeline import ray_runtime, training, validation
 
     experiment = validation.load_experiment(
         paths.resolve_config_path(args.config), toolkit, _overrides(args, env_config)
     )
-    toolkits.prepare_experiment(experiment, launch=not args.dry_run)
+    experiment = validation.prepare(experiment, launch=not args.dry_run)
     results_dir = _results_dir(toolkit, args)
-    path = _experiment_path(results_dir, experiment, args)
-    results.check_can_start(path, experiment, args.resume)
+    resume = args.resume or (args.resume_if_exists and _has_state(results_dir / args.name))
+    path = _experiment_path(results_dir, experiment, args, resume)
+    results.check_can_start(path, experiment, resume)
     needed = resources.required_per_trial(experiment)
     granted = resources.granted_here()  # None: the Ray cluster at RAY_ADDRESS, checked once joined
     if granted:
@@ -177,7 +199,7 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         ) from None
     with ray_runtime.ray_session(granted, needed) as started:
         print(started, flush=True)
-        return training.run(experiment, path, resume=args.resume)
+        return training.run(experiment, path, resume=resume)
 
 
 def _dry_run_report(experiment, needed, granted, path: Path) -> str:
@@ -209,25 +231,26 @@ def _overrides(args: argparse.Namespace, env_config: dict | None) -> list[str]:
 
 
 def _results_dir(toolkit: str, args: argparse.Namespace) -> Path:
-    """--results-dir (checked writable), with --name checked and --resume-if-exists resolved."""
+    """--results-dir (checked writable), with --name and --resume-if-exists checked."""
     results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
     paths.check_writable_dir(results_dir, "--results-dir")
     if args.name is not None:
         paths.check_experiment_name(args.name)
-    if args.resume_if_exists:
-        if not args.name:
-            raise UserError(
-                "--resume-if-exists needs --name (the experiment to continue or start)."
-            )
-        args.resume = bool(list((results_dir / args.name).glob("experiment_state-*.json")))
+    if args.resume_if_exists and not args.name:
+        raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
     return results_dir
 
 
-def _experiment_path(results_dir: Path, experiment, args) -> Path:
+def _has_state(path: Path) -> bool:
+    """Whether Tune saved an experiment's state there (what --resume-if-exists resumes)."""
+    return bool(list(path.glob("experiment_state-*.json")))
+
+
+def _experiment_path(results_dir: Path, experiment, args, resume: bool) -> Path:
     if args.name or experiment.name:
         return results.experiment_dir(results_dir, args.name or experiment.name)
     stem = Path(args.config).stem
-    if args.resume:
+    if resume:
         latest = results.latest_experiment(results_dir, f"{stem}-")
         if latest is None:
             raise UserError(

@@ -22,6 +22,7 @@ global ``ray stop`` on every node, which would kill other jobs' Ray processes on
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddrl.errors import UserError
+from ddrl.output import say
 
 #: How long a host name may take to resolve (DDRL_RESOLVE_TIMEOUT_S); SageMaker's own training
 #: toolkits wait minutes for the job's hosts to appear in DNS.
@@ -40,8 +42,7 @@ RESOLVE_TIMEOUT_S = 300
 LOG_EVERY_S = 15
 
 
-def _say(line: str) -> None:
-    print(f"ddrl: {line}", flush=True)
+_say = functools.partial(say, source="ddrl")
 
 
 def resolve(

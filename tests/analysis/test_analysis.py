@@ -219,7 +219,7 @@ def test_time_breakdown_and_our_scaling_plot(summary_csv, tmp_path):
 @pytest.mark.slow
 def test_cost_analysis(summary_csv, tmp_path, capsys):
     table = pd.read_csv(summary_csv)
-    prices = scaling.parse_prices(["ml.c5.4xlarge=2.0", "my.instance=1.0"])
+    prices = scaling.with_prices({"ml.c5.4xlarge": 2.0, "my.instance": 1.0})
     costs = scaling.run_costs(table, prices, target_return=-1e9, env_steps=1200)
     first = costs.iloc[0]
     trial = table[table.trial == first.trial]
@@ -263,7 +263,7 @@ def test_bad_input_gives_clear_messages(tmp_path, capsys):
         )
         == 2
     )
-    assert "INSTANCE=USD_PER_HOUR" in capsys.readouterr().err
+    assert "--price 'ml.c5=cheap': expected NAME=NUMBER" in capsys.readouterr().err
     thesis_only = scaling.add_speedup(scaling.timings_from_thesis(pd.read_csv(THESIS)))
     with pytest.raises(UserError, match="not the thesis CSV"):
         plotting.time_breakdown(thesis_only, "PPO")

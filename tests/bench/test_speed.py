@@ -16,9 +16,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from ddrl.algorithms.replay import TransitionBuffer
 from ddrl.algorithms.sac import SACConfig
 from ddrl.algorithms.td3 import DDPGConfig, TD3Config
+from ddrl.algorithms.threads import learner_threads
 from ddrl.analysis import scaling, scaling_model
 from ddrl.bench import throughput
-from ddrl.pipeline import resources
 
 OBS = gym.spaces.Box(-1, 1, (7,), np.float32)
 ACT = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -74,8 +74,8 @@ def test_update_flops_are_what_torch_counts_on_the_real_update(name, config_clas
 def test_learner_takes_the_cpus_its_trial_leaves_idle_while_learning(settings, threads):
     cpus = len(os.sched_getaffinity(0))
     expected = cpus if threads == "all" else min(threads, cpus)
-    assert resources.learner_threads(SACConfig().env_runners(**settings)) == expected
-    assert resources.learner_threads(SACConfig().learners(num_learners=1)) is None
+    assert learner_threads(SACConfig().env_runners(**settings)) == expected
+    assert learner_threads(SACConfig().learners(num_learners=1)) is None
 
 
 def test_learner_build_sets_its_threads():
@@ -199,7 +199,7 @@ def test_plot_time_bad_gpu_time_is_one_line(tmp_path, capsys):
         == 2
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "ALGO=SECONDS" in err[0]
+    assert len(err) == 1 and "--gpu-learn-s 'SAC=fast': expected NAME=NUMBER" in err[0]
 
 
 def test_summaries_keep_per_iteration_timers_and_scale_per_call_ones():

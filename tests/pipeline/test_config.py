@@ -1,5 +1,6 @@
 """Experiment files: loading, overrides, and the RLlib configs built from them."""
 
+import contextlib
 import importlib
 import importlib.util
 import re
@@ -178,14 +179,84 @@ def test_a_training_run_enters_each_pipeline_step_once_in_order(tmp_path, capsys
     finally:
         sys.setprofile(None)
     assert "# results would go to:" in capsys.readouterr().out
-    assert entered[:5] == [
+    assert entered[:4] == [
         "ddrl.paths",  # the config file found
-        "ddrl.pipeline.validation",
-        "ddrl.envs.toolkits",
+        "ddrl.pipeline.validation",  # the experiment validated, then the toolkit's check
         "ddrl.pipeline.results",
         "ddrl.pipeline.resources",
     ], entered
     assert len(entered) == len(set(entered)), f"a step entered twice: {entered}"
+
+
+def test_rllib_config_is_built_once_per_run(tmp_path, monkeypatch):
+    """Validation builds RLlib's config and RLlib checks it; the resources and Tune use that one."""
+    from ray import tune
+
+    from ddrl import cli
+    from ddrl.pipeline import ray_runtime, rllib_config, training, validation
+
+    builds = []
+
+    def counted(*args, **kwargs):
+        builds.append(1)
+        return rllib_config.build_algorithm_config(*args, **kwargs)
+
+    class Started(Exception):
+        pass
+
+    class Tuner:  # stands in for Tune's only to catch what it is given
+        def __init__(self, trainable, param_space=None, **kwargs):
+            self.param_space = param_space
+            raise Started(self)
+
+    for module in (validation, training):
+        monkeypatch.setattr(module, "build_algorithm_config", counted)
+    monkeypatch.setattr(tune, "Tuner", Tuner)
+    monkeypatch.setattr(ray_runtime, "ray_session", lambda *a: contextlib.nullcontext("no Ray"))
+    args = cli.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
+        ["--results-dir", str(tmp_path), "--name", "once"]
+    )
+    with pytest.raises(Started) as started:
+        cli.run_training("gym", args)
+    assert len(builds) == 1, f"RLlib's config built {len(builds)} times"
+    assert started.value.args[0].param_space is not None
+    # a search: each trial has its own values, so Tune gets a config with Tune's spaces
+    args = cli.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
+        [
+            "--results-dir",
+            str(tmp_path),
+            "--name",
+            "search",
+            "--set",
+            "training.lr={grid_search: [0.001, 0.01]}",
+        ]
+    )
+    with pytest.raises(Started):
+        cli.run_training("gym", args)
+    assert len(builds) == 1 + 2, "then the worst case for the checks and the search space for Tune"
+
+
+def test_preparing_an_experiment_never_changes_the_validated_one(monkeypatch):
+    """A toolkit that completes the experiment (Unity) gets a new, re-checked one."""
+    from ddrl.envs import toolkits
+    from ddrl.pipeline import validation
+
+    experiment = validation.load_experiment(
+        CTE_POWER / "trainings" / "gym" / "ppo-cartpole.yaml", "gym"
+    )
+    before = experiment.to_dict()
+
+    def completes(prepared, launch=True):
+        prepared.rllib.setdefault("environment", {})["env_config"] = {"added": 1}
+
+    monkeypatch.setattr(toolkits, "prepare_experiment", completes)
+    prepared = validation.prepare(experiment)
+    assert experiment.to_dict() == before
+    assert prepared is not experiment
+    assert prepared.rllib["environment"]["env_config"] == {"added": 1}
+    assert prepared.checked_config.env_config == {"added": 1}
+    monkeypatch.setattr(toolkits, "prepare_experiment", lambda prepared, launch=True: None)
+    assert validation.prepare(experiment) is experiment
 
 
 def test_result_keys_are_rllibs_metric_names():

@@ -187,7 +187,7 @@ def test_killed_env_runner_is_restarted_and_the_run_finishes(tmp_path):
         "--name",
         "faulty",
         "--set",
-        "stop.iterations=6",
+        "stop.iterations=10",  # room for the restart, which a loaded machine makes slow
         "--set",
         "env_runners.num_env_runners=1",
         "--set",
@@ -210,7 +210,7 @@ def test_killed_env_runner_is_restarted_and_the_run_finishes(tmp_path):
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
     results = results_of(only_trial(tmp_path / "faulty"))
-    assert results[-1]["training_iteration"] == 6
+    assert results[-1]["training_iteration"] == 10
     pids = {r["placement"]["env_runner_pids"] for r in results}
     assert str(victim) in pids and len(pids - {""}) >= 2, f"a new env runner took over: {pids}"
 

@@ -1,5 +1,6 @@
 """SageMaker pipeline pieces that train nothing: hyperparameter encoding, contract, metrics, pins, errors."""
 
+import datetime
 import json
 import os
 import re
@@ -256,6 +257,76 @@ def test_notebook_parameters_are_checked():
     )  # 1.686 x 2 x 2
 
 
+def notebook_cells() -> dict[str, str]:
+    """The notebook's code cells by their first line."""
+    import json as _json
+
+    notebook = _json.loads((PIPELINE / "humanoid-pipeline.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    return {cell.splitlines()[0]: cell for cell in cells if cell.strip()}
+
+
+def test_each_algorithm_has_its_own_budget_and_the_evaluation_a_small_short_job():
+    """SAC and TD3 once inherited PPO's 5M env steps, and ran into the 24-hour cap."""
+    parameters: dict = {}
+    exec(notebook_cells()['# Parameters (papermill: this cell is tagged "parameters")'], parameters)
+    assert "stop.env_steps" not in parameters["HYPERPARAMETERS"]
+    budgets = parameters["STOP_ENV_STEPS"]
+    assert budgets["sac"] == budgets["td3"] == 1_000_000 and budgets["ppo"] == 5_000_000
+    assert (
+        parameters["EVAL_INSTANCE_TYPE"] == "ml.c5.xlarge" and parameters["EVAL_MAX_RUN_S"] <= 3600
+    )
+    assert parameters["REGION"] is None and parameters["IMAGE_TAG"] is None
+
+
+def test_a_failing_endpoint_test_call_deletes_the_endpoint():
+    """The deploy cell's test call is inside the try whose except deletes the endpoint."""
+    import ast
+
+    cell = next(c for c in notebook_cells().values() if c.startswith("ENDPOINT = None"))
+    (guarded,) = [node for node in ast.walk(ast.parse(cell)) if isinstance(node, ast.Try)]
+    inside = ast.unparse(ast.Module(body=guarded.body, type_ignores=[]))
+    assert "invoke_endpoint" in inside and "urlopen" in inside
+    assert "delete_endpoint" in ast.unparse(guarded.handlers[0])
+
+
+def test_switching_from_offline_to_aws_restores_the_users_credentials(monkeypatch):
+    from sagemaker_offline import aws_server
+
+    monkeypatch.setenv("AWS_PROFILE", "mine")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    aws_server.use_offline_credentials("http://127.0.0.1:1", "us-west-2")
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "testing" and "AWS_PROFILE" not in os.environ
+    assert aws_server.restore_credentials()
+    assert os.environ["AWS_PROFILE"] == "mine" and os.environ["AWS_REGION"] == "eu-west-1"
+    assert "AWS_ENDPOINT_URL" not in os.environ and "AWS_ACCESS_KEY_ID" not in os.environ
+    assert not aws_server.restore_credentials()
+
+
+def test_the_region_comes_from_the_aws_session(monkeypatch, tmp_path):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    assert pipeline.resolve_region("ap-south-1", "aws") == "ap-south-1"
+    assert pipeline.resolve_region(None, "local") == "us-west-2"
+    with pytest.raises(UserError, match="no AWS region: set REGION"):
+        pipeline.resolve_region(None, "aws")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-central-1")
+    assert pipeline.resolve_region(None, "aws") == "eu-central-1"
+
+
+def test_the_image_tag_names_what_the_image_holds(monkeypatch, tmp_path):
+    tag = pipeline.image_tag()
+    assert re.fullmatch(r"[0-9a-f]{12}", tag) and pipeline.image_tag() == tag
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    monkeypatch.setattr(pipeline, "REPO_DIR", tmp_path)
+    monkeypatch.setattr(pipeline, "IMAGE_INPUTS", ("Dockerfile",))
+    first = pipeline.image_tag()
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nRUN true\n")
+    assert pipeline.image_tag() != first
+
+
 # --------------------------------------------------------------------------- moto-backed pieces
 def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(offline_aws, tmp_path):
     """Why hyperparameters are encoded: SDK v3's own container driver fails on a dotted name."""
@@ -479,15 +550,10 @@ def test_the_shipped_package_holds_no_offline_stand_in():
     assert proc.stdout.split()[-1] == str(len(names))
 
 
-def test_on_aws_the_metrics_are_sagemakers_own_through_training_job_analytics(offline_aws):
-    """MODE="aws" reads the job's metrics as SageMaker publishes them (CloudWatch Metrics, one
-    point a minute) with the SDK's TrainingJobAnalytics; here the points are put into the
-    offline CloudWatch as SageMaker would, for a job recorded in the offline API."""
-    from sagemaker.core.helper.session_helper import Session
-
+def record_training_job(offline_aws, name: str) -> dict:
     sm = offline_aws.client("sagemaker")
     sm.create_training_job(
-        TrainingJobName="metrics-job",
+        TrainingJobName=name,
         AlgorithmSpecification={"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1",
                                 "TrainingInputMode": "File"},
         RoleArn=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
@@ -495,22 +561,124 @@ def test_on_aws_the_metrics_are_sagemakers_own_through_training_job_analytics(of
         ResourceConfig={"InstanceType": "ml.c5.4xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
         StoppingCondition={"MaxRuntimeInSeconds": 600},
     )  # fmt: skip
-    started = sm.describe_training_job(TrainingJobName="metrics-job")["TrainingStartTime"]
+    return sm.describe_training_job(TrainingJobName=name)
+
+
+def put_points(cloudwatch, job: str, points: list[tuple]) -> None:
+    """(time, metric name, value) points, as SageMaker publishes its metric definitions' matches."""
+    data = [
+        {"MetricName": name, "Value": value, "Timestamp": when,
+         "Dimensions": [{"Name": "TrainingJobName", "Value": job}]}
+        for when, name, value in points
+    ]  # fmt: skip
+    for start in range(0, len(data), 500):
+        cloudwatch.put_metric_data(
+            Namespace="/aws/sagemaker/TrainingJobs", MetricData=data[start : start + 500]
+        )
+
+
+def test_on_aws_the_metrics_are_sagemakers_own(offline_aws):
+    """MODE="aws" reads the job's metrics as SageMaker publishes them (CloudWatch Metrics, one
+    point a minute); here the points are put into the offline CloudWatch as SageMaker would."""
+    described = record_training_job(offline_aws, "metrics-job")
     values = {"episode_return_mean": 12.5, "env_steps": 4000.0, "training_iteration": 2.0}
-    offline_aws.client("cloudwatch").put_metric_data(
-        Namespace="/aws/sagemaker/TrainingJobs",
-        MetricData=[
-            {"MetricName": name, "Value": value, "Timestamp": started,
-             "Dimensions": [{"Name": "TrainingJobName", "Value": "metrics-job"}]}
-            for name, value in values.items()
-        ],
-    )  # fmt: skip
-    session = Session(boto_session=offline_aws, default_bucket="ddrl-test")
-    frame = pipeline.job_metrics(session, offline_aws.client("logs"), "metrics-job", "aws")
+    cloudwatch = offline_aws.client("cloudwatch")
+    put_points(
+        cloudwatch,
+        "metrics-job",
+        [(described["TrainingStartTime"], n, v) for n, v in values.items()],
+    )
+    frame = pipeline.job_metrics(
+        offline_aws.client("sagemaker"),
+        cloudwatch,
+        offline_aws.client("logs"),
+        "metrics-job",
+        "aws",
+    )
     assert len(frame) == 1 and {"minutes", *values} <= set(frame.columns), frame
     for name, value in values.items():
         assert frame[name].iloc[0] == value
     pipeline.plot_metrics(frame, "metrics-job")  # the notebook's figure takes either source
+
+
+def test_metrics_pair_values_of_the_same_iteration(offline_aws):
+    """Each metric first appears at its own minute (the return only once an episode ended): a
+    row holds the values of one minute, not each metric's n-th point."""
+    started = record_training_job(offline_aws, "pairing-job")["TrainingStartTime"]
+    minute = datetime.timedelta(minutes=1)
+    points = [(started + k * minute, "training_iteration", float(k + 1)) for k in range(5)]
+    points += [(started + k * minute, "episode_return_mean", 10.0 * (k + 1)) for k in range(2, 5)]
+    cloudwatch = offline_aws.client("cloudwatch")
+    put_points(cloudwatch, "pairing-job", points)
+    described = {"TrainingJobName": "pairing-job", "TrainingStartTime": started,
+                 "TrainingEndTime": started + 6 * minute}  # fmt: skip
+    frame = pipeline.sagemaker_metrics(cloudwatch, described)
+    assert frame["training_iteration"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    paired = frame.dropna(subset=["episode_return_mean"])
+    assert (paired["episode_return_mean"] == 10 * paired["training_iteration"]).all(), frame
+
+
+def test_metrics_of_a_starting_job_and_of_a_long_one_do_not_raise(offline_aws):
+    cloudwatch = offline_aws.client("cloudwatch")
+    # while a job starts, AWS's description has no TrainingStartTime: no rows, no KeyError
+    starting = {"TrainingJobName": "starting-job", "TrainingJobStatus": "InProgress"}
+    assert pipeline.sagemaker_metrics(cloudwatch, starting).empty
+    # 30 hours, a point a minute: one request of a minute's period would ask for 1,800 points
+    started = record_training_job(offline_aws, "long-job")["TrainingStartTime"]
+    minute = datetime.timedelta(minutes=1)
+    put_points(
+        cloudwatch,
+        "long-job",
+        [(started + k * minute, "training_iteration", float(k)) for k in range(30 * 60)],
+    )
+    periods = []
+    real = cloudwatch.get_metric_statistics
+
+    def counted(**request):
+        periods.append(request["Period"])
+        return real(**request)
+
+    cloudwatch.get_metric_statistics = counted
+    described = {"TrainingJobName": "long-job", "TrainingStartTime": started,
+                 "TrainingEndTime": started + 30 * 60 * minute}  # fmt: skip
+    frame = pipeline.sagemaker_metrics(cloudwatch, described)
+    asked = (30 * 60 + 1) * 60 / periods[0]
+    assert asked <= pipeline.CLOUDWATCH_MAX_POINTS, periods
+    assert 0 < len(frame) <= pipeline.CLOUDWATCH_MAX_POINTS
+    assert frame["training_iteration"].is_monotonic_increasing
+
+
+class PagedLogs:
+    """CloudWatch Logs as AWS pages a stream: a page may be empty before the stream's end, and
+    the end is the token given back unchanged (moto never returns such an empty page)."""
+
+    class exceptions:
+        ResourceNotFoundException = KeyError
+
+    def __init__(self, pages: list[list[str]]):
+        self.pages = pages
+
+    def get_paginator(self, name):
+        assert name == "describe_log_streams"
+        return type(
+            "Paginator",
+            (),
+            {"paginate": lambda self, **k: [{"logStreams": [{"logStreamName": "job/algo-1"}]}]},
+        )()
+
+    def get_log_events(self, nextToken=None, **kwargs):
+        index = int(nextToken or 0)
+        if index >= len(self.pages):
+            return {"events": [], "nextForwardToken": nextToken}
+        events = [
+            {"timestamp": 1000 * index + k, "message": m} for k, m in enumerate(self.pages[index])
+        ]
+        return {"events": events, "nextForwardToken": str(index + 1)}
+
+
+def test_the_log_reader_reads_past_an_empty_page():
+    logs = PagedLogs([["first"], [], ["after an empty page"], []])
+    assert [m for _, m in pipeline.log_lines(logs, "job")] == ["first", "after an empty page"]
 
 
 def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws):

@@ -19,6 +19,8 @@ ALGORITHMS: dict[str, str] = {
     "RLlibSAC": "ray.rllib.algorithms.sac:SAC",  # RLlib's stock SAC, the slow reference
     "TD3": "ddrl.algorithms.td3:TD3",  # ours: removed from RLlib in 2.11
     "DDPG": "ddrl.algorithms.td3:DDPG",
+    "IMPALA": "ray.rllib.algorithms.impala:IMPALA",  # RLlib's: asynchronous sampling, V-trace
+    "APPO": "ray.rllib.algorithms.appo:APPO",  # RLlib's: IMPALA with PPO's clipped surrogate
 }
 
 

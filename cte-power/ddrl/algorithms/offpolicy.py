@@ -26,8 +26,8 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
+from ddrl.algorithms import threads
 from ddrl.algorithms.replay import TransitionBuffer
-from ddrl.pipeline import resources
 
 #: The timers of our training step are summed over the iteration: it runs many steps per
 #: iteration, and RLlib's default (a moving average over steps) would report neither a step's
@@ -286,7 +286,7 @@ class LeanOffPolicyLearner(TorchLearner):
 
     def build(self) -> None:
         super().build()
-        resources.use_learner_threads(self.config)
+        threads.use_learner_threads(self.config)
         self.replay = TransitionBuffer(
             self.config.replay_buffer_config["capacity"], device=self._device
         )

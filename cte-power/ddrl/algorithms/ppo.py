@@ -7,7 +7,7 @@ tens or hundreds (the humanoid, the inverted pendulum) the value function then b
 RLlib 1.x clipped the change of the prediction instead; a finite ``vf_clip_param`` here is
 RLlib 2's clamp, kept for those who want it.
 
-Its learner also takes the trial's idle CPUs (``ddrl.pipeline.resources.learner_threads``) and steps a
+Its learner also takes the trial's idle CPUs (``ddrl.algorithms.threads.learner_threads``) and steps a
 fused Adam. RLlib's ``TorchLearner.apply_gradients`` guards every minibatch update against nan/inf gradients
 with two ``isfinite(...).all()`` checks per parameter tensor, each a separate small kernel and a
 Python bool: about 10% of PPO's learner time on ``ppo.yaml`` here (30 epochs of minibatches of 256).
@@ -45,7 +45,7 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
 from torch import nn
 
-from ddrl.pipeline import resources
+from ddrl.algorithms import threads
 
 
 def linear_layers(module: nn.Module) -> list[nn.Linear]:
@@ -87,7 +87,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
     @override(RLlibPPOTorchLearner)
     def build(self) -> None:
         super().build()
-        resources.use_learner_threads(self.config)
+        threads.use_learner_threads(self.config)
 
     @override(RLlibPPOTorchLearner)
     def configure_optimizers_for_module(self, module_id, config=None) -> None:

@@ -13,8 +13,6 @@ the driver, counted as one sampler).
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from ddrl.analysis.prices import INSTANCE_PRICES
@@ -121,21 +119,9 @@ def speedup_table(table: pd.DataFrame, algorithm: str, fmt: str) -> str:
     raise ValueError(f"unknown table format {fmt}")
 
 
-def parse_prices(overrides: list[str]) -> dict[str, float]:
-    prices = dict(INSTANCE_PRICES)
-    for item in overrides:
-        name, sep, value = item.partition("=")
-        try:
-            prices[name] = float(value)
-        except ValueError:
-            raise UserError(
-                f"--price '{item}': expected INSTANCE=USD_PER_HOUR, e.g. ml.c5.4xlarge=0.952"
-            ) from None
-        if not sep or not 0 <= prices[name] < math.inf:  # nan fails both
-            raise UserError(
-                f"--price '{item}': expected INSTANCE=USD_PER_HOUR with a non-negative price"
-            )
-    return prices
+def with_prices(overrides: dict[str, float]) -> dict[str, float]:
+    """The price table with ``--price INSTANCE=USD_PER_HOUR`` values (``cli.pairs``) over it."""
+    return {**INSTANCE_PRICES, **overrides}
 
 
 def run_costs(

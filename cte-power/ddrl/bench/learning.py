@@ -197,7 +197,7 @@ def train_ours(
     import torch
 
     from ddrl.envs import toolkits
-    from ddrl.pipeline import results, rllib_config, validation
+    from ddrl.pipeline import results, validation
     from ddrl.pipeline.callbacks import EPISODE_RETURNS
     from ddrl.pipeline.experiment import dump_yaml
 
@@ -210,7 +210,7 @@ def train_ours(
         include_dashboard=False,
         _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}",
     )
-    algo = rllib_config.build_algorithm_config(experiment).build_algo()
+    algo = experiment.checked_config.build_algo()  # built and checked at validation
     rows, trained_s, trained_cpu_s, next_eval = [], 0.0, 0.0, eval_every
     try:
         steps = 0

@@ -128,9 +128,7 @@ def env_runner_sampling(experiment: Experiment, steps: int = 1000):
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     toolkits.register_env(experiment.toolkit, experiment.env)
-    runner = SingleAgentEnvRunner(
-        config=rllib_config.build_algorithm_config(experiment), worker_index=1
-    )
+    runner = SingleAgentEnvRunner(config=experiment.checked_config, worker_index=1)
     threads = torch.get_num_threads()
 
     def run() -> tuple[int, float]:
@@ -158,7 +156,7 @@ class _Trial:
 
         rllib_config.quiet_rllib_notices()
         toolkits.register_env(experiment.toolkit, experiment.env)
-        self.algo = rllib_config.build_algorithm_config(experiment).build_algo()
+        self.algo = experiment.checked_config.build_algo()
         self.last: dict = {}
         for _ in range(2):  # past learning starts, caches filled
             self.last.update(self.algo.train())
@@ -194,7 +192,7 @@ def our_training(experiment: Experiment, progress=print):
     gradient updates alone), in a trial-like actor: see ``_Trial``."""
     import ray
 
-    cpus = rllib_config.build_algorithm_config(experiment).num_cpus_for_main_process
+    cpus = experiment.checked_config.num_cpus_for_main_process
     trial = ray.remote(num_cpus=cpus)(_Trial).remote(experiment)
 
     def run() -> tuple[int, float]:

@@ -45,15 +45,17 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     return evaluation.unbiased_evaluation(vector_actions.use_batched_actions(config))
 
 
-#: RLlib's own notices that say nothing to act on, by logger: each one exactly, so that any other
-#: notice (a deprecation of something we use) still shows.
-_NOTICES = {
+#: RLlib's own notices that say nothing to act on: (logger, text), each one exactly, so that any
+#: other notice (a deprecation of something we use) still shows.
+_NOTICES = (
     # every config: the new API stack is the default, and we use it on purpose
-    "ray.rllib.algorithms.algorithm_config": "on the new API stack",
-    "ray.rllib.algorithms.sac.sac": "on the new API stack",
-    # RLModule.__init__ builds an RLModuleConfig itself (RLlib 2.60), whatever the module
-    "ray._common.deprecation": "RLModule(config=[RLModuleConfig object])",
-}
+    ("ray.rllib.algorithms.algorithm_config", "on the new API stack"),
+    ("ray.rllib.algorithms.sac.sac", "on the new API stack"),
+    # RLlib 2.60 itself: RLModule.__init__ builds an RLModuleConfig whatever the module, and
+    # APPO's default module spec names its deprecated module class
+    ("ray._common.deprecation", "RLModule(config=[RLModuleConfig object])"),
+    ("ray._common.deprecation", "appo_torch_rl_module.APPOTorchRLModule` has been deprecated"),
+)
 
 
 class _DropNotice(logging.Filter):
@@ -67,7 +69,7 @@ class _DropNotice(logging.Filter):
 
 def quiet_rllib_notices() -> None:
     """Run before configs are built and, as Ray's worker setup hook, in every worker process."""
-    for name, text in _NOTICES.items():
+    for name, text in _NOTICES:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropNotice) for f in logger.filters):
+        if not any(isinstance(f, _DropNotice) and f.text == text for f in logger.filters):
             logger.addFilter(_DropNotice(text))

@@ -16,6 +16,7 @@ from pathlib import Path
 from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
+from ddrl.output import say
 from ddrl.pipeline import checkpoints, tracking, tune_state
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
@@ -184,7 +185,7 @@ def make_progress_printer():
 
         def on_trial_start(self, iteration, trials, trial, **info):
             self.num_trials = len(trials)
-            _say(
+            say(
                 f"trial {trial.trial_id} started: {trial.config.get('env')} ({trial.trainable_name})"
             )
 
@@ -193,7 +194,7 @@ def make_progress_printer():
             episodes = result_value(result, EPISODES_IN_WINDOW)
             evaluated = result_value(result, STOP_METRICS["eval_return"])
             prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
-            _say(
+            say(
                 f"{prefix}iter {result.get('training_iteration', 0):>4} | "
                 f"env steps {int(result_value(result, STOP_METRICS['env_steps']) or 0):>9,} | "
                 f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'}"
@@ -203,10 +204,10 @@ def make_progress_printer():
             )
 
         def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-            _say(f"checkpoint saved: {checkpoint.path}")
+            say(f"checkpoint saved: {checkpoint.path}")
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            _say(f"trial {trial.trial_id} FAILED; see {trial.path}/error.txt")
+            say(f"trial {trial.trial_id} FAILED; see {trial.path}/error.txt")
 
     return ProgressPrinter()
 
@@ -224,7 +225,7 @@ class StopRequest:
     @classmethod
     def _handle(cls, signum, frame) -> None:
         cls.requested = True
-        _say(
+        say(
             f"received {signal.Signals(signum).name}: checkpointing every running trial, then stopping"
         )
 
@@ -272,10 +273,6 @@ def make_state_keeper(path: Path):
     return KeepStateCopies(path)
 
 
-def _say(line: str) -> None:
-    print(line, flush=True)
-
-
 def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: list = ()) -> int:
     """Train (or resume) the experiment at ``path``; Ray must be running. Returns an exit code.
 
@@ -286,12 +283,16 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
 
     algo_class = get_algorithm_class(experiment.algorithm)
     toolkits.register_env(experiment.toolkit, experiment.env)
-    param_space = build_algorithm_config(experiment)
+    # the config validation built and RLlib checked; a search builds its own, with Tune's spaces
+    if experiment.checked_config is not None and not experiment.searches():
+        param_space = experiment.checked_config
+    else:
+        param_space = build_algorithm_config(experiment)
 
     if resume:
-        _say(f"resuming {path}")
+        say(f"resuming {path}")
         for line in checkpoints.restore_cut_state(path) + checkpoints.set_aside_incomplete(path):
-            _say(line)
+            say(line)
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
             saved_file.write_text(
@@ -299,7 +300,7 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
             )  # the stopper reads the new stop from here
             reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
             if reopened:
-                _say(f"{reopened} finished trial(s) continue from their latest checkpoint")
+                say(f"{reopened} finished trial(s) continue from their latest checkpoint")
         tuner = tune.Tuner.restore(
             str(path),
             trainable=algo_class,
@@ -354,13 +355,13 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
         _tell_disk_full(path)
         return 1
     if StopRequest.requested:
-        _say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
+        say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
         return EXIT_CHECKPOINTED
     return _report(results, path, time.time() - started)
 
 
 def _report(results, path: Path, seconds: float) -> int:
-    _say(f"\nexperiment finished in {seconds:.0f} s: {path}")
+    say(f"\nexperiment finished in {seconds:.0f} s: {path}")
     failed = 0
     for result in results:
         trial_dir = Path(result.path)
@@ -371,7 +372,7 @@ def _report(results, path: Path, seconds: float) -> int:
         ret_text = "n/a" if ret is None else f"{ret:.1f}"
         evaluated = result_value(result.metrics or {}, STOP_METRICS["eval_return"])
         eval_text = "" if evaluated is None else f", eval return {evaluated:.1f}"
-        _say(
+        say(
             f"  {trial_dir.name}: {status}, mean return {ret_text}{eval_text}, last checkpoint {checkpoint}"
         )
     if len(results) > 1:
@@ -413,7 +414,7 @@ def _summarize_search(path: Path) -> None:
     try:
         trials_csv, best_yaml, table = search_results.write_search_summary(path, path)
     except UserError as err:  # no trial reported a return: nothing to pick from
-        _say(f"no search summary: {err}")
+        say(f"no search summary: {err}")
         return
-    _say(f"search: {len(table)} trials ranked in {trials_csv}")
-    _say(f"best trial {table['trial'].iloc[0]}: train it again with --config {best_yaml}")
+    say(f"search: {len(table)} trials ranked in {trials_csv}")
+    say(f"best trial {table['trial'].iloc[0]}: train it again with --config {best_yaml}")

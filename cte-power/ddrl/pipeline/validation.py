@@ -10,6 +10,7 @@ config (``ddrl.pipeline.rllib_config``). The top level, ``stop``, ``checkpoint``
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import typing
@@ -22,14 +23,12 @@ from ddrl.pipeline import tune_checks, value_ranges
 from ddrl.pipeline.experiment import (
     RLLIB_GROUPS,
     Experiment,
-    allowed_types,
-    check_known_key,
     check_top_level,
     each_candidate,
-    expect_type,
     read_experiment_file,
 )
 from ddrl.pipeline.rllib_config import build_algorithm_config, quiet_rllib_notices
+from ddrl.schema import allowed_types, check_known_key, expect_type
 
 #: Resource amounts Ray accepts as fractions even where RLlib's type hints say int.
 FRACTIONAL_RESOURCES = {
@@ -87,9 +86,23 @@ def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
         description=raw.get("description"),
         source=source,
     )
-    _check_with_rllib(experiment)
+    experiment.checked_config = _check_with_rllib(experiment)
     tune_checks.check_tune_settings(experiment)
     return experiment
+
+
+def prepare(experiment: Experiment, launch: bool = True) -> Experiment:
+    """The toolkit's check before Ray starts (``toolkits.prepare_experiment``). A toolkit that
+    completes the experiment (Unity: the build's path, one policy per behaviour) gets a new one,
+    checked by RLlib again; the one given is never changed."""
+    prepared = dataclasses.replace(
+        experiment, rllib=copy.deepcopy(experiment.rllib), checked_config=None
+    )
+    toolkits.prepare_experiment(prepared, launch=launch)
+    if prepared.rllib == experiment.rllib:
+        return experiment
+    prepared.checked_config = _check_with_rllib(prepared)
+    return prepared
 
 
 def _validate_group(defaults, group: str, settings: dict, where: str) -> dict:
@@ -167,10 +180,12 @@ def _check_model_config_keys(defaults, model_config: dict, where: str) -> None:
         check_known_key(key, tuple(sorted(known)), f"'rl_module.model_config'{where}")
 
 
-def _check_with_rllib(experiment: Experiment) -> None:
-    """Let RLlib's own consistency checks run on the worst-case variant, before Ray starts."""
+def _check_with_rllib(experiment: Experiment):
+    """RLlib's AlgorithmConfig of the worst-case variant, with RLlib's own consistency checks run
+    on it, before Ray starts."""
     try:  # RLlib checks some values in its setters (rollout_fragment_length), the rest in validate()
         config = build_algorithm_config(experiment, rllib=experiment.worst_case_rllib())
         config.validate()
     except (ValueError, TypeError, AttributeError) as err:
         raise UserError(f"RLlib rejects this configuration: {' '.join(str(err).split())}") from None
+    return config

@@ -32,31 +32,6 @@ OUTPUT_DIR = paths.CTE_POWER_DIR / "results" / "bench" / "learning"
 FIGURES = paths.REPO_DIR / "figures" / "plots"
 
 
-def parse_pairs(items: list[str], kind, what: str, example: str, names=None) -> dict:
-    """``NAME=VALUE`` items (``--budget SAC=20000``) into a dict; each value parsed by ``kind``
-    (a ``cli.whole``/``cli.real`` type), each name one of ``names`` if given."""
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not _is_number(value):
-            raise UserError(f"--{what} '{item}': expected NAME=NUMBER, e.g. --{what} {example}")
-        if names is not None and name not in names:
-            raise UserError(f"--{what} '{item}': {name!r} is not one of {', '.join(names)}")
-        try:
-            out[name] = kind(value)
-        except argparse.ArgumentTypeError as err:
-            raise UserError(f"--{what} '{item}': the number {err}") from None
-    return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) -> int:
     """The child process: train one run and write its CSV (atomically: a cut run leaves none)."""
     system, algorithm, env, seed, budget = spec.split(",")
@@ -226,8 +201,8 @@ def main(argv=None) -> int:
     if args.run:
         return run_one(args.run, args.eval_every, args.eval_episodes, args.output_dir)
 
-    budget = parse_pairs(args.budget, cli.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
-    threshold = parse_pairs(args.threshold, cli.real(), "threshold", "HopperBulletEnv-v0=1000")
+    budget = cli.pairs(args.budget, cli.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
+    threshold = cli.pairs(args.threshold, cli.real(), "threshold", "HopperBulletEnv-v0=1000")
     budgets, thresholds = {**lb.DEFAULT_BUDGETS, **budget}, {**lb.DEFAULT_THRESHOLDS, **threshold}
     if args.report_only:
         report(args.output_dir, thresholds, args.figures_dir)

@@ -78,7 +78,7 @@ def ppo_pair(raw_sac: dict) -> dict:
 def train_for(raw: dict, env_steps: int, progress) -> dict:
     experiment = validation.validate(raw, TOOLKIT)
     toolkits.register_env(TOOLKIT, experiment.env)
-    algo = rllib_config.build_algorithm_config(experiment).build_algo()
+    algo = experiment.checked_config.build_algo()  # built and checked at validation
     start, steps, result = time.perf_counter(), 0, {}
     try:
         while steps < env_steps:

@@ -57,7 +57,7 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
     round_steps = (
         training["train_batch_size_per_learner"]
         if algorithm == "PPO"
-        else rllib_config.build_algorithm_config(experiment).min_sample_timesteps_per_iteration
+        else experiment.checked_config.min_sample_timesteps_per_iteration
     )
     with throughput.PeakMemory() as memory, throughput.our_training(experiment) as ours:
         peer = throughput.sb3_training(experiment, round_steps)

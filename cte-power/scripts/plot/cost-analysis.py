@@ -52,7 +52,9 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
-    prices = scaling.parse_prices(args.price)
+    prices = scaling.with_prices(
+        cli.pairs(args.price, cli.real(at_least=0), "price", "ml.c5.4xlarge=0.952")
+    )
     table = summaries.read_summaries(
         args.summaries,
         (

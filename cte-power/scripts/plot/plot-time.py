@@ -16,7 +16,6 @@ Run from cte-power/:
 """
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -24,7 +23,6 @@ import pandas as pd
 
 from ddrl import cli, paths
 from ddrl.analysis import plotting, scaling, scaling_model, summaries
-from ddrl.errors import UserError
 
 THESIS_CSV = paths.CTE_POWER_DIR / "results" / "humanoid" / "thesis-humanoid-iteration-times.csv"
 
@@ -74,7 +72,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.predict is not None and args.predict < 1:
         parser.error("--predict N needs N >= 1")
-    gpu_learn = parse_gpu_learn(args.gpu_learn_s)
+    gpu_learn = {
+        name.upper(): seconds
+        for name, seconds in cli.pairs(
+            args.gpu_learn_s, cli.real(above=0), "gpu-learn-s", "SAC=4.1"
+        ).items()
+    }
     if not args.summaries and not args.thesis:
         parser.error("give summary CSVs, --thesis, or both")
 
@@ -116,22 +119,6 @@ def main(argv=None) -> int:
     if args.validate is not None:
         validate(timings, args.validate, args.output_dir)
     return 0
-
-
-def parse_gpu_learn(items: list[str]) -> dict[str, float]:
-    """ALGO=SECONDS items -> {ALGO: seconds}; a one-line error for anything else."""
-    seconds = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        try:
-            seconds[name.upper()] = float(value)
-        except ValueError:
-            seconds[name.upper()] = 0.0
-        if not 0 < seconds[name.upper()] < math.inf:  # nan fails both
-            raise UserError(
-                f"--gpu-learn-s '{item}': expected ALGO=SECONDS with SECONDS > 0, e.g. SAC=4.1"
-            )
-    return seconds
 
 
 def predict(timings, algorithm, max_runners, model, gpu_learn, output_dir) -> None:

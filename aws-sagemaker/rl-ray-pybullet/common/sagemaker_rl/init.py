@@ -19,11 +19,14 @@ Run as ``python3 -m sagemaker_rl.init COMMAND...``.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
+
+from ddrl import output
 
 PIDFILE_VARIABLE = "DDRL_TRAINING_PIDFILE"
 DEFAULT_PIDFILE = "/tmp/ddrl-training.pid"
@@ -31,8 +34,7 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 GRACE_S = 30
 
 
-def say(line: str) -> None:
-    print(f"ddrl-init: {line}", flush=True)
+say = functools.partial(output.say, source="ddrl-init")
 
 
 def training_pid(pidfile: str) -> int | None:

@@ -7,6 +7,7 @@ real AWS and against the offline moto server of ``mode="local"`` (``sagemaker_of
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import shutil
 import subprocess
@@ -117,6 +118,28 @@ class Parameters:
     @property
     def gpu(self) -> bool:
         return self.instance_type.startswith(GPU_FAMILIES)
+
+
+#: the region offline runs use when no AWS profile or environment names one
+OFFLINE_REGION = "us-west-2"
+
+
+def resolve_region(region: str | None, mode: str) -> str:
+    """``REGION`` if set, else the AWS session's (``AWS_REGION``/``AWS_DEFAULT_REGION``, the
+    profile's); offline, else us-west-2. On AWS with none anywhere: one clear error."""
+    if region:
+        return region
+    import boto3
+
+    found = boto3.Session().region_name
+    if found:
+        return found
+    if mode == "local":
+        return OFFLINE_REGION
+    raise UserError(
+        "no AWS region: set REGION in the parameters cell, or a default region in your AWS "
+        "profile (aws configure) or AWS_DEFAULT_REGION."
+    )
 
 
 def ensure_bucket(s3, bucket: str, region: str) -> str:
@@ -305,6 +328,34 @@ def docker_available() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
+#: what goes into the image, for its tag (relative to the repository root)
+IMAGE_INPUTS = (
+    "requirements.txt",
+    "pyproject.toml",
+    "cte-power/ddrl",
+    "cte-power/trainings",
+    "aws-sagemaker/rl-ray-pybullet/Dockerfile",
+    "aws-sagemaker/rl-ray-pybullet/common",
+    "aws-sagemaker/rl-ray-pybullet/src",
+)
+
+
+def image_tag() -> str:
+    """A tag that names what the image holds: the first 12 hex digits of a hash of its inputs.
+    A job records its image by tag, so a restarted spot job pulls the image it started with, not
+    whatever was pushed as ``latest`` since."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in IMAGE_INPUTS:
+        root = REPO_DIR / name
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPO_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def build_commands(image_uri: str, gpu: bool) -> list[list[str]]:
     """``docker build`` (from the repository root: the image takes the shared core) and ``docker push``."""
     # SageMaker runs x86-64 (amd64) images: said explicitly, so that a build on an Apple-silicon
@@ -343,18 +394,24 @@ def metric_definitions(definitions=metrics.TRAINING_METRIC_DEFINITIONS):
     return [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in definitions]
 
 
-def log_lines(logs, job_name: str) -> list[tuple[int, str]]:
-    """Every (timestamp ms, message) of the job's CloudWatch log streams, oldest first."""
+def log_lines(logs, job_name: str, max_pages: int = 100_000) -> list[tuple[int, str]]:
+    """Every (timestamp ms, message) of the job's CloudWatch log streams, oldest first.
+
+    A stream ends where CloudWatch hands back the token it was given: a page may be empty in the
+    middle of a stream (the events of a stretch of time can all be elsewhere), so an empty page
+    does not end it."""
     lines: list[tuple[int, str]] = []
+    streams = []
     try:
-        streams = logs.describe_log_streams(
+        for page in logs.get_paginator("describe_log_streams").paginate(
             logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job_name}/"
-        )["logStreams"]
+        ):
+            streams += page["logStreams"]
     except logs.exceptions.ResourceNotFoundException:
         return lines
     for stream in streams:
         token = None
-        while True:
+        for _ in range(max_pages):
             kwargs = {"nextToken": token} if token else {}
             page = logs.get_log_events(
                 logGroupName=LOG_GROUP,
@@ -363,37 +420,71 @@ def log_lines(logs, job_name: str) -> list[tuple[int, str]]:
                 **kwargs,
             )
             lines += [(e["timestamp"], e["message"]) for e in page["events"]]
-            if not page["events"] or page.get("nextForwardToken") in (None, token):
+            if page.get("nextForwardToken") in (None, token):
                 break
             token = page["nextForwardToken"]
     return sorted(lines)
 
 
 def job_metrics(
-    sm_session, logs, job_name: str, mode: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS
+    sm, cloudwatch, logs, job_name: str, mode: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS
 ):
-    """The job's metrics as a DataFrame: on AWS SageMaker's own (``sagemaker_metrics``), offline
-    and until those exist the job's log lines through the same definitions (one row an iteration)."""
+    """The job's metrics as a DataFrame, one row per iteration or minute: on AWS SageMaker's own
+    (``sagemaker_metrics``); offline, and until those exist, the job's log lines through the same
+    definitions."""
     if mode == "aws":
-        frame = sagemaker_metrics(sm_session, job_name, definitions)
+        description = sm.describe_training_job(TrainingJobName=job_name)
+        frame = sagemaker_metrics(cloudwatch, description, definitions)
         if not frame.empty:
             return frame
     return training_metrics(logs, job_name, definitions)
 
 
-def sagemaker_metrics(sm_session, job_name: str, definitions=metrics.TRAINING_METRIC_DEFINITIONS):
-    """What SageMaker made of the metric definitions: CloudWatch Metrics through the SDK's
-    ``TrainingJobAnalytics`` (one averaged point per minute), a column per metric."""
-    import pandas as pd
-    from sagemaker.core.analytics import TrainingJobAnalytics
+#: CloudWatch returns at most this many points per request
+CLOUDWATCH_MAX_POINTS = 1440
 
-    names = [d["Name"] for d in definitions]
-    points = TrainingJobAnalytics(job_name, names, sagemaker_session=sm_session).dataframe()
-    if points.empty:
+
+def sagemaker_metrics(
+    cloudwatch, description: dict, definitions=metrics.TRAINING_METRIC_DEFINITIONS
+):
+    """What SageMaker made of the metric definitions (CloudWatch Metrics, averaged per period),
+    one row per period, every metric of a row from that same period, sorted by iteration.
+
+    Empty while the job is starting (no ``TrainingStartTime`` yet). The period is a minute, or
+    longer for a job past 24 hours, so that no request asks CloudWatch for more than 1,440
+    points. (The SDK's ``TrainingJobAnalytics`` raises in both cases, and puts each metric on a
+    time axis of its own, so that its rows pair values from different minutes.)"""
+    import datetime
+
+    import pandas as pd
+
+    start = description.get("TrainingStartTime")
+    if start is None:
         return pd.DataFrame()
-    frame = points.pivot_table(index="timestamp", columns="metric_name", values="value")
-    frame = frame.reset_index().rename_axis(columns=None)
-    frame["minutes"] = frame["timestamp"] / 60
+    end = description.get("TrainingEndTime") or datetime.datetime.now(datetime.timezone.utc)
+    end = end + datetime.timedelta(minutes=1)  # CloudWatch drops the seconds of the end time
+    minutes = max(1.0, (end - start).total_seconds() / 60)
+    period = 60 * math.ceil(minutes / CLOUDWATCH_MAX_POINTS)
+    rows: dict = {}
+    for definition in definitions:
+        points = cloudwatch.get_metric_statistics(
+            Namespace="/aws/sagemaker/TrainingJobs",
+            MetricName=definition["Name"],
+            Dimensions=[{"Name": "TrainingJobName", "Value": description["TrainingJobName"]}],
+            StartTime=start,
+            EndTime=end,
+            Period=period,
+            Statistics=["Average"],
+        )["Datapoints"]
+        for point in points:
+            rows.setdefault(point["Timestamp"], {})[definition["Name"]] = point["Average"]
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    frame["minutes"] = [(when - start).total_seconds() / 60 for when in frame.index]
+    frame = frame.reset_index(drop=True)
+    if "training_iteration" in frame:
+        frame = frame.sort_values("training_iteration", kind="stable").reset_index(drop=True)
     return frame
 
 

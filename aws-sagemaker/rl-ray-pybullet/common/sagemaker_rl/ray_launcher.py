@@ -23,12 +23,14 @@ What an entry point (``src/train-humanoid-*.py``) calls. On every host of the jo
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import sys
 from pathlib import Path
 
+from ddrl import output
 from ddrl.errors import UserError
 from sagemaker_rl import hyperparameters as hp
 from sagemaker_rl.contract import Contract, num_cpus, num_gpus, resolve_host
@@ -36,8 +38,7 @@ from sagemaker_rl.contract import Contract, num_cpus, num_gpus, resolve_host
 TOOLKIT = "pybullet-envs"
 
 
-def say(line: str) -> None:
-    print(f"ddrl-sagemaker: {line}", flush=True)
+say = functools.partial(output.say, source="ddrl-sagemaker")
 
 
 def main(

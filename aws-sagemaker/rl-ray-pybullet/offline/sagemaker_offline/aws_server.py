@@ -40,17 +40,42 @@ def quiet_offline_server() -> None:
         logger.propagate = False
 
 
+#: what ``use_offline_credentials`` sets or clears, with the values it found (None: unset)
+_SAVED: dict[str, str | None] | None = None
+
+
 def use_offline_credentials(endpoint: str, region: str) -> None:
-    os.environ.update(
-        {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_DEFAULT_REGION": region,
-            "AWS_REGION": region,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            # the SDK validates the role with iam:SimulatePrincipalPolicy, which moto lacks
-            "SAGEMAKER_VALIDATE_ROLE": "false",
-        }
-    )
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    os.environ.pop("AWS_PROFILE", None)
+    """Point this process's AWS clients at the offline server, with fake credentials; the values
+    they replace are kept for ``restore_credentials``."""
+    global _SAVED
+    offline = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        # the SDK validates the role with iam:SimulatePrincipalPolicy, which moto lacks
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+    }
+    cleared = ("AWS_SESSION_TOKEN", "AWS_PROFILE")
+    if _SAVED is None:
+        _SAVED = {name: os.environ.get(name) for name in (*offline, *cleared)}
+    os.environ.update(offline)
+    for name in cleared:
+        os.environ.pop(name, None)
+
+
+def restore_credentials() -> bool:
+    """Undo ``use_offline_credentials`` in this process, so that a notebook kernel that ran
+    ``MODE = "local"`` reaches AWS with the user's own credentials, profile and region when it
+    switches to ``MODE = "aws"``. False if there was nothing to undo."""
+    global _SAVED
+    if _SAVED is None:
+        return False
+    for name, value in _SAVED.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _SAVED = None
+    return True

@@ -7,7 +7,7 @@ from typing import Annotated
 from mlagents_envs.environment import UnityEnvironment
 from pydantic import Field, field_validator
 
-from ddrl.pipeline.experiment import Section, validated
+from ddrl.schema import Section, validated
 
 ENV_ID = "Unity-v0"
 MULTI_AGENT_ENV_ID = "UnityMultiAgent-v0"
