@@ -7,6 +7,8 @@ import tarfile
 import pytest
 from sagemaker_support import NOTEBOOK, PIPELINE, TINY, TINY_VIDEO, free_port
 
+from sagemaker_rl import pipeline
+
 pytestmark = pytest.mark.slow
 
 REGION = "us-west-2"
@@ -119,9 +121,11 @@ def test_notebook_runs_end_to_end_offline(moto_server, tmp_path):
         for k in keys
     )
     assert any(k.startswith(f"{checkpoint_prefix}/humanoid-ppo/experiment_state-") for k in keys)
-    assert (
-        f"{prefix}/{job}/output/intermediate/videos/HumanoidBulletEnv-v0-PPO-iter000002.mp4" in keys
-    )
+    # videos under checkpoints/, the one folder SageMaker syncs while a job runs; nothing from
+    # output/intermediate/, which SageMaker does not upload
+    assert f"{checkpoint_prefix}/videos/HumanoidBulletEnv-v0-PPO-iter000002.mp4" in keys
+    assert f"{checkpoint_prefix}-evaluation/videos/evaluation-HumanoidBulletEnv-v0-PPO.mp4" in keys
+    assert not [k for k in keys if "/output/intermediate/" in k]
     assert result["model"] == f"s3://{result['bucket']}/{prefix}/{job}/output/model.tar.gz"
     body = s3.get_object(Bucket=result["bucket"], Key=f"{prefix}/{job}/output/model.tar.gz")[
         "Body"
@@ -143,8 +147,10 @@ def test_notebook_runs_end_to_end_offline(moto_server, tmp_path):
         description["EnableManagedSpotTraining"]
         and description["CheckpointConfig"]["S3Uri"] == result["checkpoints"]
     )
+    assert description["HyperParameters"]["stop__env_steps"] == "5000000"  # PPO's own budget
+    # tagged with what the image holds, so that a restarted spot job pulls the same image
     assert description["AlgorithmSpecification"]["TrainingImage"].endswith(
-        "ddrl-rl-ray-pybullet:latest"
+        f"ddrl-rl-ray-pybullet:{pipeline.image_tag()}"
     )
     assert boto3.client("ecr", region_name=REGION).describe_repositories(
         repositoryNames=["ddrl-rl-ray-pybullet"]

@@ -22,7 +22,7 @@ from sagemaker_rl import metrics
 
 @dataclass
 class VideoSettings:
-    intermediate_dir: Path
+    videos_dir: Path
     scratch_dir: Path
     every: int = 1  # every N checkpoints; 0: only the final one
     max_steps: int | None = None
@@ -107,7 +107,7 @@ class TensorBoardFiles(tune.Callback):
 
 
 class CheckpointVideos(tune.Callback):
-    """At each checkpoint, record the policy to ``output/intermediate/videos/`` in a subprocess.
+    """At each checkpoint, record the policy to ``checkpoints/videos/`` in a subprocess.
 
     One recording at a time; while one runs, only the newest checkpoint waits its turn. The
     policy is copied out of the checkpoint first, so Tune may delete old checkpoints meanwhile.
@@ -135,8 +135,7 @@ class CheckpointVideos(tune.Callback):
 def _video_path(settings: VideoSettings, job: dict) -> Path:
     trial = f"-{job['trial']}" if job["trial"] else ""
     return (
-        settings.intermediate_dir
-        / "videos"
+        settings.videos_dir
         / f"{job['env']}-{job['algorithm']}{trial}-iter{job['iteration']:06d}.mp4"
     )
 

@@ -8,8 +8,9 @@ SageMaker starts the container with this layout under ``/opt/ml`` (the *base* fo
     input/config/inputdataconfig.json   one entry per input channel
     input/data/<channel>/               each channel's files (code, model...)
     model/                              the final model: tarred to <output path>/<job>/output/model.tar.gz
-    checkpoints/                        synced with the job's checkpoint S3 URI (spot training)
-    output/intermediate/                uploaded to <output path>/<job>/output/intermediate/ while training
+    checkpoints/                        synced with the job's checkpoint S3 URI while training (the one
+                                        folder SageMaker uploads as it goes; restored on a spot restart)
+    output/intermediate/                not uploaded by SageMaker itself (only a training toolkit did)
     output/data/                        tarred to <output path>/<job>/output/output.tar.gz
     output/tensorboard/                 uploaded to the TensorBoardOutputConfig S3 path while training
     output/failure                      its text becomes the job's FailureReason
@@ -89,6 +90,12 @@ class Contract:
     @property
     def intermediate_dir(self) -> Path:
         return self.output_dir / "intermediate"
+
+    @property
+    def videos_dir(self) -> Path:
+        """Where recordings go: under ``checkpoints/``, which SageMaker syncs to S3 while the job
+        runs (with a checkpoint S3 URI), so the notebook finds them during training."""
+        return self.checkpoints_dir / "videos"
 
     @property
     def output_data_dir(self) -> Path:

@@ -7,7 +7,7 @@ job's ``model.tar.gz``; or locally with ``--model PATH`` (a folder or a model.ta
   notebook's evaluation metric definitions read them);
 - ``/opt/ml/model/evaluation.json`` (the evaluation job's own artifact: returns, lengths, model
   info) and the same in ``/opt/ml/output/data/``;
-- ``/opt/ml/output/intermediate/videos/evaluation-<env>-<algorithm>.mp4`` of the first
+- ``/opt/ml/checkpoints/videos/evaluation-<env>-<algorithm>.mp4`` of the first
   ``video_episodes`` episodes.
 """
 
@@ -85,7 +85,7 @@ def evaluate(model_dir: Path, contract: Contract, options: dict) -> int:
     recorded = min(options["video_episodes"], options["episodes"])
     video = None
     if recorded:
-        video = contract.intermediate_dir / "videos" / f"evaluation-{info.env}-{info.algorithm}.mp4"
+        video = contract.videos_dir / f"evaluation-{info.env}-{info.algorithm}.mp4"
         record(
             model_dir,
             video,

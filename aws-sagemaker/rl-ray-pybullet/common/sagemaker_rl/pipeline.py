@@ -528,11 +528,10 @@ def plot_metrics(frame, title: str, path: Path | None = None):
     return fig
 
 
-def newest_video(s3, output_path: str, job_name: str, destination: Path) -> Path | None:
-    """Download the most recent MP4 under the job's output/intermediate/videos/ (None if none yet)."""
-    bucket, prefix = parse_s3_url(
-        f"{output_path.rstrip('/')}/{job_name}/output/intermediate/videos/"
-    )
+def newest_video(s3, checkpoint_uri: str, destination: Path) -> Path | None:
+    """Download the most recent MP4 a job recorded (None if none yet): its ``checkpoints/videos/``,
+    which SageMaker syncs to the job's checkpoint S3 URI while it runs."""
+    bucket, prefix = parse_s3_url(f"{checkpoint_uri.rstrip('/')}/videos/")
     objects = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         objects += [

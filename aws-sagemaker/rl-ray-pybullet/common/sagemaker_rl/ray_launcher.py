@@ -16,7 +16,7 @@ What an entry point (``src/train-humanoid-*.py``) calls. On every host of the jo
    (SageMaker syncs that folder with the job's checkpoint S3 URI and puts it back when a spot job
    restarts, so a restarted job resumes from its newest checkpoint), printing ``#metrics`` lines
    for the metric definitions and recording a video at checkpoints into
-   ``/opt/ml/output/intermediate/videos/``; the other hosts wait and exit 0 when it ends;
+   ``/opt/ml/checkpoints/videos/``; the other hosts wait and exit 0 when it ends;
 4. exports the policy and the experiment config to ``/opt/ml/model`` (:mod:`sagemaker_rl.artifacts`)
    and each trial's results to ``/opt/ml/output/data``.
 """
@@ -278,7 +278,7 @@ class Launcher:
             if code == 0:
                 raise
         artifacts.copy_summaries(path, self.contract.output_data_dir)
-        say(f"videos: {len(videos)} in {self.contract.intermediate_dir / 'videos'}")
+        say(f"videos: {len(videos)} in {self.contract.videos_dir}")
         if code != 0:
             self.contract.write_failure(
                 f"training failed (exit code {code}); see the trial's error.txt in the checkpoints"
@@ -290,7 +290,7 @@ class Launcher:
 
         o = self.options
         return VideoSettings(
-            intermediate_dir=self.contract.intermediate_dir,
+            videos_dir=self.contract.videos_dir,
             scratch_dir=self.contract.scratch_dir,
             every=o["video_every"],
             max_steps=o["video_max_steps"],

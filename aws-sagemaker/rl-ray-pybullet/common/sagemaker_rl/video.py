@@ -5,7 +5,7 @@ Used in a subprocess by the training driver at each checkpoint, and by the evalu
     python -m sagemaker_rl.video --model DIR --output FILE.mp4 [--max-steps N] [--episodes N]
 
 The video is written under a temporary name and moved into place when complete, so that
-SageMaker's upload of ``/opt/ml/output/intermediate`` never sees half a file.
+SageMaker's sync of ``/opt/ml/checkpoints`` never sees half a file.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ SageMaker's instances for a job that exists in the API (``DescribeTrainingJob``)
    exports ``SM_*`` variables and passes hyperparameters exactly as in the cloud; with several
    hosts, one process per host, host names resolved to 127.0.0.2, 127.0.0.3...;
 3. while it runs, streams its output here and to CloudWatch Logs (``/aws/sagemaker/TrainingJobs``,
-   where the notebook reads metrics from), and uploads ``output/intermediate/``,
-   ``checkpoints/`` and the TensorBoard folder (``TensorBoardOutputConfig``) to S3 as SageMaker
-   does;
+   where the notebook reads metrics from), and uploads ``checkpoints/`` (with a checkpoint S3
+   URI) and the TensorBoard folder (``TensorBoardOutputConfig``) to S3 as SageMaker does, and
+   nothing else while the job runs (not ``output/intermediate/``, which SageMaker leaves alone);
 4. at the end uploads ``model.tar.gz`` and ``output.tar.gz`` to ``<output path>/<job>/output/``.
 
 Each host's command runs as PID 1 of a PID namespace of its own (``unshare --pid``, when this
@@ -268,10 +268,7 @@ def run_job(
     log_file = root / "training.log"
     streams = {host: f"{job_name}/{host}-{int(started)}" for host in hosts}
     shippers = {host: LogShipper(logs, streams[host]) for host in hosts}
-    uploaders = [
-        Uploader(s3, bases[host] / "output" / "intermediate", f"{job_output}/intermediate")
-        for host in hosts
-    ]
+    uploaders = []
     tensorboard = desc.get("TensorBoardOutputConfig") or {}
     if tensorboard.get("S3OutputPath"):  # SageMaker's own upload of the job's TensorBoard folder
         local = tensorboard.get("LocalPath") or "/opt/ml/output/tensorboard"
