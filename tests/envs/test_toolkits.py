@@ -72,6 +72,8 @@ def test_old_gym_registry_is_discovered_with_the_real_old_gym_package():
         old.register(id="OldPointOld-v0", entry_point=OLD_POINT, max_episode_steps=40)
     kit = toolkits.Toolkit(
         name="old-points",
+        about="old-API point envs of the tests",
+        default_config="trainings/old-points/ppo.yaml",
         module="old_gym_envs",
         entry_point_marker="old_gym_envs",
         install_hint="(tests)",
