@@ -9,14 +9,13 @@ their toolkit fixed. ``ddrl plot NAME`` and ``ddrl bench NAME`` run the scripts 
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib.util
 import sys
 from pathlib import Path
 
 from ddrl import cli, paths
 from ddrl.envs.toolkits import TOOLKITS
-from ddrl.errors import UserError
+from ddrl.errors import UserError, closest
 
 DEFAULT_TOOLKIT = "pybullet-envs"
 SEARCH_CONFIG = "trainings/pybullet-envs/search/tune-sac.yaml"
@@ -220,8 +219,8 @@ def _load_script(path: Path):
 
 
 def _did_you_mean(name: str, choices) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(name, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _usage_error(message: str) -> int:

@@ -5,7 +5,6 @@ one-line messages (with "did you mean") for every error. The experiment file's g
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import types
 import typing
@@ -13,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ddrl.errors import UserError
+from ddrl.errors import UserError, closest
 
 
 class Section(BaseModel):
@@ -83,8 +82,8 @@ def _field_types(model: type[Section], key: str) -> tuple[type, ...] | None:
 def check_known_key(key: Any, known: tuple[str, ...], where: str) -> None:
     if key in known:
         return
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    close = closest(key, known)
+    hint = f" Did you mean '{close}'?" if close else ""
     shown = ", ".join(known) if len(known) <= 12 else ", ".join(known[:12]) + ", ..."
     raise UserError(f"unknown key '{key}' at {where}.{hint} Valid keys: {shown}.")
 

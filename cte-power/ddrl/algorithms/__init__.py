@@ -6,10 +6,9 @@ RLlib algorithm (DreamerV3 and its extra dependencies included).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 
-from ddrl.errors import UserError
+from ddrl.errors import UserError, closest
 
 #: name -> "module:ClassName"
 ALGORITHMS: dict[str, str] = {
@@ -28,8 +27,8 @@ def canonical_name(name: str) -> str:
     for known in ALGORITHMS:
         if known.lower() == str(name).lower():
             return known
-    close = difflib.get_close_matches(str(name).upper(), list(ALGORITHMS), n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    close = closest(str(name).upper(), ALGORITHMS)
+    hint = f" Did you mean '{close}'?" if close else ""
     raise UserError(f"unknown algorithm '{name}'.{hint} Known algorithms: {', '.join(ALGORITHMS)}.")
 
 

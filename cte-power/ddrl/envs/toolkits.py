@@ -7,7 +7,6 @@ start training, and a toolkit that is not installed only matters when it is used
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 
 from ddrl.envs.quiet import QuietFirstReset, c_output_silenced
-from ddrl.errors import UserError
+from ddrl.errors import UserError, closest
 
 
 @dataclass(frozen=True)
@@ -139,8 +138,8 @@ def check_env_id(toolkit: str, env_id: str) -> None:
     known = get_toolkit(toolkit).env_ids()
     if env_id in known:
         return
-    close = difflib.get_close_matches(env_id, known, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    close = closest(env_id, known)
+    hint = f" Did you mean '{close}'?" if close else ""
     raise UserError(
         f"unknown environment '{env_id}' for toolkit '{toolkit}'.{hint} "
         f"Known environments: {', '.join(known)}."

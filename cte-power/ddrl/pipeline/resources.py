@@ -34,9 +34,9 @@ def required_per_trial(experiment) -> Resources:
     from ddrl.pipeline.rllib_config import build_algorithm_config
 
     algo_class = get_algorithm_class(experiment.algorithm)
-    config = experiment.checked_config or build_algorithm_config(
-        experiment, rllib=experiment.worst_case_rllib()
-    )
+    config = experiment.checked_config
+    if config is None:  # an experiment not made by validation
+        config = build_algorithm_config(experiment, rllib=experiment.worst_case_rllib())
     request = algo_class.default_resource_request(config)
     bundles = request.bundles
     return Resources(
