@@ -189,18 +189,19 @@ def test_rllib_settings_the_update_would_ignore_are_refused(algorithm, key):
 @pytest.mark.parametrize(
     "replay",
     [
-        {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 1000},
-        {"capacity": 1000, "alpha": 0.6},
+        {"capacity": 1000, "alpha": 0.6},  # a priority setting on the uniform buffer
+        {"type": "PrioritizedEpisodeReplayBuffer", "prioritized_replay_alpha": 0.6},  # RLlib 1.x's
+        {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 1000, "beta_annealing": 1e5},
     ],
 )
-def test_prioritized_replay_is_refused(replay):
+def test_replay_settings_the_update_would_ignore_are_refused(replay):
     raw = {
         "env": "Pendulum-v1",
         "algorithm": "SAC",
         "stop": {"iterations": 1},
         "training": {"replay_buffer_config": replay},
     }
-    with pytest.raises(UserError, match="replay is uniform"):
+    with pytest.raises(UserError, match="PrioritizedEpisodeReplayBuffer .with capacity, alpha"):
         validation.validate(raw, "gym")
 
 
@@ -228,3 +229,18 @@ def test_sac_learner_makes_its_running_totals_on_its_own_device(monkeypatch):
     stats = learner.lean_update(None, num_updates=2)
     assert devices and all(d is not None and torch.device(d) == learner._device for d in devices)
     assert math.isfinite(stats["critic_loss"])
+
+
+@pytest.mark.parametrize("config_class", [SACConfig, TD3Config])
+@pytest.mark.parametrize("no_done_at_end", [False, True])
+def test_no_done_at_end_stores_terminations_as_non_terminal(config_class, no_done_at_end):
+    """RLlib 1.x's ``no_done_at_end`` (the thesis's humanoid-sac.json): the critics bootstrap
+    through a termination; off, a terminal transition keeps its flag."""
+    config = small(config_class, learning_starts=0).training(no_done_at_end=no_done_at_end)
+    learner = config.build_learner()
+    batch = transitions(32)
+    batch["terminateds"][::4] = 1.0
+    learner.lean_update(batch, num_updates=0)
+    stored = learner.replay.storage["terminateds"][: len(learner.replay)]
+    assert stored.sum().item() == (0.0 if no_done_at_end else 8.0)
+    assert batch["terminateds"].sum() == 8.0  # the caller's arrays are not changed

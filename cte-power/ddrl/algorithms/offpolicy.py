@@ -27,29 +27,52 @@ from ray.rllib.utils.metrics import (
 )
 
 from ddrl.algorithms import threads
-from ddrl.algorithms.replay import TransitionBuffer
+from ddrl.algorithms.replay import PrioritizedTransitionBuffer, TransitionBuffer
 
 #: The timers of our training step are summed over the iteration: it runs many steps per
 #: iteration, and RLlib's default (a moving average over steps) would report neither a step's
 #: time nor an iteration's, so a breakdown of the iteration would not add up.
 PER_ITERATION = {"reduce": "sum"}
 
-#: critic_loss -> loss of one critic's Q values against the TD targets (mean over the batch)
+#: critic_loss -> loss of one critic's Q values against the TD targets, row by row
 CRITIC_LOSSES = {
-    "mse": torch.nn.functional.mse_loss,
-    "huber": lambda q, targets: torch.nn.functional.huber_loss(q, targets, delta=1.0),
+    "mse": lambda q, targets: torch.nn.functional.mse_loss(q, targets, reduction="none"),
+    "huber": lambda q, targets: torch.nn.functional.huber_loss(
+        q, targets, delta=1.0, reduction="none"
+    ),
+}
+
+#: replay_buffer_config "type" -> the buffer the learner keeps (RLlib's names for the same sampling)
+REPLAY_TYPES = {
+    None: "uniform",
+    "ReplayBuffer": "uniform",
+    "EpisodeReplayBuffer": "uniform",
+    "PrioritizedReplayBuffer": "prioritized",
+    "PrioritizedEpisodeReplayBuffer": "prioritized",
+}
+#: the settings of each kind of replay, besides its type (RLlib adds its episode-metrics window
+#: to every replay config; our buffers keep no episode metrics)
+REPLAY_KEYS = {
+    "uniform": {"capacity", "metrics_num_episodes_for_smoothing"},
+    "prioritized": {"capacity", "alpha", "beta", "epsilon", "metrics_num_episodes_for_smoothing"},
 }
 
 
-#: replay_buffer_config keys of RLlib's prioritized buffers (our replay is uniform)
-PRIORITY_KEYS = {
-    "alpha",
-    "beta",
-    "epsilon",
-    "prioritized_replay_alpha",
-    "prioritized_replay_beta",
-    "prioritized_replay_eps",
-}
+def td_loss(loss: str, q_preds: list, targets: torch.Tensor, batch: dict) -> torch.Tensor:
+    """Each critic's mean ``loss`` against the targets, summed; under prioritized replay each
+    row weighs its importance weight, as in RLlib 1.x's SAC and DDPG/TD3."""
+    weights = batch.get("weights")
+    if weights is None:
+        return sum(CRITIC_LOSSES[loss](q, targets).mean() for q in q_preds)
+    return sum((weights * CRITIC_LOSSES[loss](q, targets)).mean() for q in q_preds)
+
+
+def update_priorities(replay, batch: dict, q_preds: list, targets: torch.Tensor) -> None:
+    """Under prioritized replay: the drawn rows' new priorities, their TD error averaged over
+    the critics (RLlib 1.x's twin-Q rule)."""
+    if "index" in batch:
+        td_errors = sum((q.detach() - targets).abs() for q in q_preds) / len(q_preds)
+        replay.update_priorities(batch["index"], td_errors)
 
 
 class LeanOffPolicyConfig(rllib_sac.SACConfig):
@@ -83,8 +106,6 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         "learner_connector": "the update reads the replay buffer directly; no learner connector runs",
         "add_default_connectors_to_learner_pipeline": "no learner connector runs",
     }
-    #: The replay buffers whose sampling is what ``ddrl.algorithms.replay`` does (uniform).
-    UNIFORM_REPLAY = ("EpisodeReplayBuffer", "ReplayBuffer", None)
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
@@ -94,6 +115,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         self.updates_per_env_step = 1.0
         self.critic_loss = "mse"
         self.sample_while_learning = False
+        self.no_done_at_end = False
         # One learner call per fragment: the per-call overhead is paid once per 64 updates.
         self.rollout_fragment_length = 64
         self.min_time_s_per_iteration = 0
@@ -115,6 +137,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         updates_per_env_step: float | None = NotProvided,
         critic_loss: str | None = NotProvided,
         sample_while_learning: bool | None = NotProvided,
+        no_done_at_end: bool | None = NotProvided,
         **kwargs,
     ):
         """The shared settings on top of RLlib's (``tau``, ``actor_lr``, ``critic_lr``, ``twin_q``,
@@ -132,6 +155,10 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
                 updates on the last one (off by default). Faster, but the runners act with
                 weights one more learner call (``rollout_fragment_length`` updates) old; no
                 effect without remote env runners.
+            no_done_at_end: store every transition as non-terminal, so that the critics
+                bootstrap through the env's terminations (a fall) as through a time limit.
+                RLlib 1.x's key of that name, which the thesis's ``humanoid-sac.json`` sets;
+                off by default (a terminal state has no future value).
         """
         super().training(**kwargs)
         return self._set_provided(locals())
@@ -159,10 +186,12 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
                 f"`critic_loss` must be one of {sorted(CRITIC_LOSSES)}, got {self.critic_loss!r}."
             )
         replay = dict(self.replay_buffer_config or {})
-        if replay.get("type") not in self.UNIFORM_REPLAY or set(replay) & PRIORITY_KEYS:
+        kind = REPLAY_TYPES.get(replay.get("type"), "unknown")
+        if kind == "unknown" or set(replay) - {"type"} - REPLAY_KEYS[kind]:
             raise ValueError(
-                f"{name}'s replay is uniform, with only replay_buffer_config.capacity to set; "
-                f"got {replay} (prioritized replay is not implemented)."
+                f"{name}'s replay_buffer_config takes type EpisodeReplayBuffer (uniform, with "
+                "capacity) or PrioritizedEpisodeReplayBuffer (with capacity, alpha, beta, "
+                f"epsilon); got {replay}."
             )
         if self.n_step not in (1, None):
             raise ValueError(f"{name} uses 1-step TD targets; got n_step={self.n_step}.")
@@ -287,9 +316,13 @@ class LeanOffPolicyLearner(TorchLearner):
     def build(self) -> None:
         super().build()
         threads.use_learner_threads(self.config)
-        self.replay = TransitionBuffer(
-            self.config.replay_buffer_config["capacity"], device=self._device
-        )
+        replay = dict(self.config.replay_buffer_config)
+        capacity = replay.pop("capacity")
+        replay.pop("metrics_num_episodes_for_smoothing", None)
+        if REPLAY_TYPES[replay.pop("type", None)] == "prioritized":
+            self.replay = PrioritizedTransitionBuffer(capacity, device=self._device, **replay)
+        else:
+            self.replay = TransitionBuffer(capacity, device=self._device)
         self.generator = torch.Generator(device=self._device)
         if self.config.seed is not None:
             self.generator.manual_seed(int(self.config.seed))
@@ -312,6 +345,11 @@ class LeanOffPolicyLearner(TorchLearner):
     def store_and_check_ready(self, transitions: dict | None, num_updates: int) -> bool:
         """Add the new transitions; True if ``num_updates`` > 0 and ``can_update()``."""
         if transitions is not None:
+            if self.config.no_done_at_end:
+                transitions = {
+                    **transitions,
+                    "terminateds": np.zeros_like(transitions["terminateds"]),
+                }
             self.replay.add(transitions)
         return num_updates > 0 and self.can_update()
 

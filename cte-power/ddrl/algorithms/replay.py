@@ -96,3 +96,95 @@ class TransitionBuffer:
         if state["size"]:
             self.add(state["storage"])
             self.next_index = state["next_index"]
+
+
+class PrioritizedTransitionBuffer(TransitionBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016), as RLlib 1.x ran it for the thesis.
+
+    A transition is drawn with probability p_i^alpha / sum_k p_k^alpha, where p_i is its last
+    absolute TD error plus ``epsilon`` (new transitions get the largest priority seen so far), and
+    weighs ``(N P(i))^-beta`` in the critic loss, divided by the largest such weight. The sums
+    live in a sum tree over the buffer's slots: drawing a minibatch and updating its priorities
+    cost a few vectorised operations per tree level.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        device: torch.device | str = "cpu",
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        epsilon: float = 1e-6,
+    ):
+        super().__init__(capacity, device)
+        self.alpha, self.beta, self.epsilon = float(alpha), float(beta), float(epsilon)
+        self.leaves = max(2, 1 << (self.capacity - 1).bit_length())  # a power of two >= capacity
+        # float64: the root is a sum of up to a million terms, updated in place for the whole run
+        self.tree = torch.zeros(2 * self.leaves, dtype=torch.float64, device=self.device)
+        self.max_priority = 1.0
+
+    def add(self, batch: dict) -> None:
+        start, n = self.next_index, min(len(batch["rewards"]), self.capacity)
+        super().add(batch)
+        if n:
+            slots = (start + torch.arange(n, device=self.device)) % self.capacity
+            self._set(slots, torch.full((n,), self.max_priority**self.alpha, device=self.device))
+
+    def _set(self, slots: torch.Tensor, values: torch.Tensor) -> None:
+        """Write leaf ``values`` at ``slots`` and recompute their ancestors' sums, level by level."""
+        nodes = slots.to(torch.long) + self.leaves
+        self.tree[nodes] = values.to(torch.float64)
+        while True:
+            nodes = torch.unique(nodes // 2)
+            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
+            if nodes[0] <= 1:
+                break
+
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> dict[str, torch.Tensor]:
+        """A minibatch drawn by priority, with ``index`` (its slots, for ``update_priorities``)
+        and ``weights`` (the importance-sampling correction of each row)."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        total = self.tree[1]
+        mass = torch.rand(batch_size, generator=generator, device=self.device, dtype=torch.float64)
+        mass = mass * total
+        nodes = torch.ones(batch_size, dtype=torch.long, device=self.device)
+        while nodes[0] < self.leaves:  # descend: left child if the mass falls within its sum
+            left = 2 * nodes
+            go_right = mass >= self.tree[left]
+            mass = torch.where(go_right, mass - self.tree[left], mass)
+            nodes = torch.where(go_right, left + 1, left)
+        index = (nodes - self.leaves).clamp(max=self.size - 1)  # rounding at the very end
+        probabilities = self.tree[index + self.leaves] / total
+        smallest = self.tree[self.leaves : self.leaves + self.size].min() / total
+        weights = (probabilities / smallest).pow(-self.beta).to(torch.float32)
+        rows = self.rows[index]
+        batch = self._fields(rows)
+        batch["obs_actions"] = rows[:, : self.columns["actions"].stop]
+        batch["index"], batch["weights"] = index, weights
+        return batch
+
+    def update_priorities(self, index: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """New priorities |TD error| + epsilon for the rows drawn at ``index``."""
+        priorities = td_errors.detach().abs().to(torch.float64) + self.epsilon
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+        # a slot drawn twice keeps one of its errors, as in RLlib's buffer
+        self._set(index, priorities.pow(self.alpha))
+
+    def get_state(self) -> dict:
+        state = super().get_state()
+        state["priorities"] = self.tree[self.leaves : self.leaves + self.size].cpu().numpy()
+        state["max_priority"] = self.max_priority
+        return state
+
+    def set_state(self, state: dict) -> None:
+        self.tree.zero_()
+        super().set_state(state)  # adds the transitions at the largest priority...
+        if state["size"] and "priorities" in state:  # ...then restores their own
+            self._set(
+                torch.arange(state["size"], device=self.device),
+                torch.as_tensor(state["priorities"], device=self.device),
+            )
+            self.max_priority = float(state["max_priority"])

@@ -13,7 +13,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.algorithms.networks import critic_outputs, min_q, soft_update
-from ddrl.algorithms.offpolicy import CRITIC_LOSSES, LeanOffPolicyLearner
+from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
 
 
 def target_entropy(config, action_space) -> float:
@@ -52,7 +52,6 @@ class SACTorchLearner(LeanOffPolicyLearner):
             k: torch.zeros((), device=self._device)
             for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
         }
-        critic_loss_fn = CRITIC_LOSSES[config.critic_loss]
         for _ in range(num_updates):
             batch = self.replay.sample(config.train_batch_size_per_learner, self.generator)
             alpha = module.log_alpha.detach().exp()
@@ -65,10 +64,11 @@ class SACTorchLearner(LeanOffPolicyLearner):
                     next_q - alpha * next_logp
                 )
             q_preds = critic_outputs(module.critics, batch["obs_actions"])
-            critic_loss = sum(critic_loss_fn(q, targets) for q in q_preds)
+            critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
             optimizers["critic"].zero_grad(set_to_none=True)
             critic_loss.backward()
             optimizers["critic"].step()
+            update_priorities(self.replay, batch, q_preds, targets)
 
             actions, logp = module.sample_actions(batch["obs"], self.generator)
             module.critics.requires_grad_(False)  # the actor loss needs no critic gradients

@@ -12,7 +12,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.algorithms.networks import critic_outputs, min_q, soft_update
-from ddrl.algorithms.offpolicy import CRITIC_LOSSES, LeanOffPolicyLearner
+from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
 
 
 # ------------------------------------------------------------------- the TD3 mechanisms
@@ -64,7 +64,6 @@ class TD3TorchLearner(LeanOffPolicyLearner):
         actor_opt = self.get_optimizer(DEFAULT_MODULE_ID, "actor")
         critic_losses, actor_losses, q_means = [], [], []
         critic_updates = int(module.num_critic_updates)  # a Python int: no tensor sync per update
-        critic_loss_fn = CRITIC_LOSSES[config.critic_loss]
         for _ in range(num_updates):
             batch = self.replay.sample(batch_size, self.generator)
             targets = td_targets(
@@ -76,10 +75,11 @@ class TD3TorchLearner(LeanOffPolicyLearner):
                 self.generator,
             )
             q_preds = critic_outputs(module.critics, batch["obs_actions"])
-            critic_loss = sum(critic_loss_fn(q, targets) for q in q_preds)
+            critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
             critic_opt.zero_grad(set_to_none=True)
             critic_loss.backward()
             critic_opt.step()
+            update_priorities(self.replay, batch, q_preds, targets)
             critic_updates += 1
             critic_losses.append(critic_loss.detach())
             q_means.append(q_preds[0].detach().mean())
