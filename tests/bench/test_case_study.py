@@ -171,16 +171,29 @@ def test_equal_env_steps_and_the_thesis_threshold():
     )
     text = case_study.summary({"ours": ours, "SB3": sb3}, "SAC")
     assert "| ours | 150,000 |" in text and "100,000 env steps |" in text and "not yet" in text
+    # a third, shorter run neither cuts the table short nor gets values it has not reached
+    short = sb3[sb3["env_steps"] <= 50_000]
+    equal = case_study.at_equal_steps({"ours": ours, "SB3": sb3, "thesis-run": short})
+    assert len(equal) == 2 and equal["thesis-run"].isna().tolist() == [False, True]
+    assert "| 100,000 | 2200 | 900 | - |" in case_study.summary(
+        {"ours": ours, "SB3": sb3, "thesis-run": short}, "SAC"
+    )
+
+
+def our_experiment(folder, algorithm="SAC", steps=60):
+    write_results(
+        folder / f"{algorithm}_trial",
+        [result(i, 1000 * i, 10.0 * i, 5.0 * i) for i in range(1, steps)],
+    )
+    (folder / "experiment.yaml").write_text(
+        yaml.safe_dump({"algorithm": algorithm, "env": "HumanoidBulletEnv-v0"})
+    )
+    return folder
 
 
 def test_plot_script_commits_curves_summary_and_figure(tmp_path):
-    experiment = tmp_path / "sac-humanoid"
-    write_results(
-        experiment / "SAC_trial", [result(i, 1000 * i, 10.0 * i, 5.0 * i) for i in range(1, 60)]
-    )
-    (experiment / "experiment.yaml").write_text(
-        yaml.safe_dump({"algorithm": "SAC", "env": "HumanoidBulletEnv-v0"})
-    )
+    experiment = our_experiment(tmp_path / "sac-humanoid")
+    thesis_run = our_experiment(tmp_path / "sac-thesis-run", steps=30)
     sb3 = tmp_path / "sb3"
     sb3.mkdir()
     pd.DataFrame(
@@ -194,16 +207,25 @@ def test_plot_script_commits_curves_summary_and_figure(tmp_path):
         }
     ).to_csv(sb3 / "progress.csv", index=False)
     out = tmp_path / "out"
-    proc = run_script(
-        PLOT, "--ours", experiment, "--sb3", sb3, "--output-dir", out, "--figures-dir", out
-    )
+    plot = [PLOT, "--ours", experiment, "--sb3", sb3, "--output-dir", out, "--figures-dir", out]
+    proc = run_script(*plot, "--also", f"thesis-run={thesis_run}")
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in out.iterdir()} == {
         "sac-ours.csv",
         "sac-sb3.csv",
+        "sac-thesis-run.csv",
         "sac-summary.md",
         "case-study-sac.png",
     }
-    assert "| 50,000 | 500 | 50 |" in (out / "sac-summary.md").read_text()
+    summary = (out / "sac-summary.md").read_text()
+    assert "| 50,000 | 500 | 50 | - |" in summary and "| thesis-run | 29,000 |" in summary
     bad = run_script(PLOT, "--ours", tmp_path / "nothing")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and os.sep in bad.stderr
+    td3 = our_experiment(tmp_path / "td3", algorithm="TD3")
+    for also, message in (
+        ("thesis-run", "takes LABEL=FOLDER"),
+        (f"sb3={thesis_run}", "is taken"),
+        (f"td3={td3}", "ran TD3, not SAC"),
+    ):
+        bad = run_script(*plot, "--also", also)
+        assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1

@@ -56,18 +56,23 @@ def first_reaching(curve: pd.DataFrame, threshold: float) -> float | None:
 
 
 def at_equal_steps(curves: dict[str, pd.DataFrame], every: int = 50_000) -> pd.DataFrame:
-    """Each curve's 100-episode mean at every ``every`` env steps that all curves reached (the
-    last row at or before that step)."""
-    common = min(curve["env_steps"].max() for curve in curves.values())
-    grid = np.arange(every, common + 1, every)
+    """Each curve's 100-episode mean at every ``every`` env steps that at least two curves reached
+    (the last row at or before that step; NaN where a curve has not got that far)."""
+    lengths = sorted((curve["env_steps"].max() for curve in curves.values()), reverse=True)
+    grid = np.arange(every, lengths[min(1, len(lengths) - 1)] + 1, every)
     rows = []
     for steps in grid:
         row = {"env_steps": int(steps)}
         for name, curve in curves.items():
             before = curve[curve["env_steps"] <= steps]
-            row[name] = float(before["smoothed_return"].iloc[-1]) if len(before) else np.nan
+            reached = len(before) and curve["env_steps"].max() >= steps
+            row[name] = float(before["smoothed_return"].iloc[-1]) if reached else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _number(value: float) -> str:
+    return "-" if np.isnan(value) else f"{value:.0f}"
 
 
 def summary(curves: dict[str, pd.DataFrame], algorithm: str) -> str:
@@ -103,7 +108,7 @@ def summary(curves: dict[str, pd.DataFrame], algorithm: str) -> str:
         for _, row in equal.iterrows():
             lines.append(
                 f"| {int(row['env_steps']):,} | "
-                + " | ".join(f"{row[n]:.0f}" for n in names)
+                + " | ".join(_number(row[n]) for n in names)
                 + " |"
             )
     return "\n".join(lines) + "\n"
@@ -116,7 +121,8 @@ def figure(curves: dict[str, pd.DataFrame], algorithm: str, env: str):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for (name, curve), colour in zip(curves.items(), ("tab:blue", "tab:orange", "tab:green")):
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+    for (name, curve), colour in zip(curves.items(), colours):
         ax.plot(
             curve["env_steps"],
             curve["smoothed_return"],
@@ -145,7 +151,7 @@ def figure(curves: dict[str, pd.DataFrame], algorithm: str, env: str):
         )
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")
-    ax.set_title(f"{algorithm} on {env}: the shipped config, ours and Stable-Baselines3")
+    ax.set_title(f"{algorithm} on {env}: " + ", ".join(curves))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()

@@ -1,13 +1,16 @@
 """The case study's curves: a long run of ours and Stable-Baselines3's on the same experiment,
 beside the thesis's reported result (its figures 12-14).
 
-Copies both curves into OUTPUT_DIR (default results/case-study/) as <algorithm>-ours.csv and
-<algorithm>-sb3.csv, writes <algorithm>-summary.md there (where each run stands, both at equal
-env steps) and the figure figures/plots/case-study-<algorithm>.png. Run it whenever the runs
-stop: the committed curves are then those of the runs so far.
+Copies the curves into OUTPUT_DIR (default results/case-study/) as <algorithm>-ours.csv,
+<algorithm>-sb3.csv and <algorithm>-<label>.csv for each --also run, writes
+<algorithm>-summary.md there (where each run stands, all at equal env steps) and the figure
+figures/plots/case-study-<algorithm>.png. Run it whenever the runs stop: the committed curves are
+then those of the runs so far.
 
 Run from cte-power/:
   python scripts/plot/plot-case-study.py --ours ../../case-study/ours/sac-humanoid --sb3 ../../case-study/sb3-sac
+  python scripts/plot/plot-case-study.py --ours ../../case-study/ours/sac-humanoid \
+      --also thesis-run=../../case-study/ours/sac-thesis-run
 """
 
 import argparse
@@ -37,30 +40,30 @@ def main(argv=None) -> int:
         "--sb3", type=Path, default=None, help="the --output folder of scripts/bench/train-sb3.py"
     )
     parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="LABEL=FOLDER",
+        help="another run of ours of the same algorithm (another config), drawn beside; repeatable",
+    )
+    parser.add_argument(
         "--output-dir", type=Path, default=paths.CTE_POWER_DIR / "results" / "case-study"
     )
     parser.add_argument("--figures-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
-    trials = (
-        summaries.trial_dirs(args.ours)
-        if (args.ours / results.EXPERIMENT_FILE).is_file()
-        else [args.ours]
-    )
-    if len(trials) != 1:
-        raise UserError(f"{args.ours} holds {len(trials)} trials; pass one trial folder.")
-    experiment_file = trials[0].parent / results.EXPERIMENT_FILE
-    if not experiment_file.is_file():
-        raise UserError(
-            f"{args.ours} is not a trial or experiment folder of ours (no {experiment_file})."
-        )
-    experiment = yaml.safe_load(experiment_file.read_text())
-    algorithm, env = experiment["algorithm"], experiment["env"]
+    algorithm, env, trial = our_run(args.ours)
     if algorithm not in case_study.THESIS:
         raise UserError(f"the case study compares SAC, TD3 and PPO; {args.ours} ran {algorithm}.")
-    curves = {"ours": case_study.our_curve(trials[0])}
+    also = [labelled(spec) for spec in args.also]  # every argument checked before reading runs
+    curves = {"ours": case_study.our_curve(trial)}
     if args.sb3 is not None:
         curves["SB3"] = case_study.sb3_curve(args.sb3)
+    for label, folder in also:
+        other_algorithm, _, other_trial = our_run(folder)
+        if other_algorithm != algorithm:
+            raise UserError(f"--also {label}: {folder} ran {other_algorithm}, not {algorithm}.")
+        curves[label] = case_study.our_curve(other_trial)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     slug = algorithm.lower()
@@ -72,6 +75,33 @@ def main(argv=None) -> int:
     print((args.output_dir / f"{slug}-summary.md").read_text())
     print(f"curves and summary: {args.output_dir}\nfigure: {figure_path}")
     return 0
+
+
+def our_run(folder: Path) -> tuple[str, str, Path]:
+    """(algorithm, env, trial folder) of an experiment folder of one trial, or a trial folder."""
+    trials = (
+        summaries.trial_dirs(folder) if (folder / results.EXPERIMENT_FILE).is_file() else [folder]
+    )
+    if len(trials) != 1:
+        raise UserError(f"{folder} holds {len(trials)} trials; pass one trial folder.")
+    experiment_file = trials[0].parent / results.EXPERIMENT_FILE
+    if not experiment_file.is_file():
+        raise UserError(
+            f"{folder} is not a trial or experiment folder of ours (no {experiment_file})."
+        )
+    experiment = yaml.safe_load(experiment_file.read_text())
+    return experiment["algorithm"], experiment["env"], trials[0]
+
+
+def labelled(spec: str) -> tuple[str, Path]:
+    label, sep, folder = spec.partition("=")
+    if not sep or not label or not folder or not label.replace("-", "").isalnum():
+        raise UserError(
+            f"--also takes LABEL=FOLDER with a label of letters, digits and dashes; got {spec!r}."
+        )
+    if label.lower() in ("ours", "sb3"):
+        raise UserError(f"--also {spec}: the label {label!r} is taken; choose another.")
+    return label, Path(folder)
 
 
 if __name__ == "__main__":
