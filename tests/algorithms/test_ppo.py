@@ -1,6 +1,7 @@
 """Our PPO (ddrl.algorithms.ppo): RLlib's PPO learner with one finiteness check per gradient step. For finite
 gradients it steps exactly as RLlib's learner does; nan/inf gradients get RLlib's own treatment."""
 
+import copy
 import logging
 
 import gymnasium as gym
@@ -165,3 +166,74 @@ def test_advantages_standardised_per_minibatch_on_request():
     by_hand = (advantages - valid.mean()) / (valid.std() + 1e-8)
     assert loss(True, advantages) == pytest.approx(loss(False, by_hand), rel=1e-5)
     assert loss(False, advantages) != pytest.approx(loss(False, by_hand), rel=1e-2)
+
+
+def sampled_episodes(config, steps: int):
+    """Episodes of Pendulum as PPO samples them (with the module's logp and dist inputs)."""
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    runner = SingleAgentEnvRunner(config=config)
+    try:
+        return runner.sample(num_timesteps=steps, random_actions=False)
+    finally:
+        runner.stop()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"num_epochs": 1, "minibatch_size": None},  # one update on the whole batch
+        {"num_epochs": 3, "minibatch_size": 96},  # minibatches spanning two passes
+        {"num_epochs": 2, "minibatch_size": 64, "grad_clip": 0.05, "use_kl_loss": False},
+    ],
+)
+def test_lean_update_steps_as_rllibs_update(settings):
+    """The same minibatches (in order: no shuffle), losses and steps as RLlib's Learner.update,
+    and the same results: the lean loop only drops RLlib's per-minibatch bookkeeping."""
+    from ray.rllib.core.learner.training_data import TrainingData
+
+    epochs, size = settings.pop("num_epochs"), settings.pop("minibatch_size")
+    config = (
+        ppo.PPOConfig()
+        .environment("Pendulum-v1")
+        .training(entropy_coeff=0.01, kl_coeff=0.3, vf_clip_param=10.0, **settings)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+    )
+    episodes = sampled_episodes(config, 300)  # Pendulum's 200-step episodes: 2 chunks
+    torch.manual_seed(0)
+    lean = config.build_learner(env=gym.make("Pendulum-v1"))
+    stock = config.build_learner(env=gym.make("Pendulum-v1"))
+    stock.set_state(lean.get_state())
+    update = {"num_epochs": epochs, "minibatch_size": size, "shuffle_batch_per_epoch": False}
+    timesteps = {"num_env_steps_sampled_lifetime": 300}
+    calls = []
+    stock._update = lambda batch, **kw: calls.append(1) or type(stock)._update(stock, batch, **kw)
+    # each its own copy: RLlib's learner connector changes the episodes it is given
+    theirs = super(ppo.PPOTorchLearner, stock).update(
+        training_data=TrainingData(episodes=copy.deepcopy(episodes)), timesteps=timesteps, **update
+    )
+    ours = lean.update(training_data=TrainingData(episodes=episodes), timesteps=timesteps, **update)
+    rows = sum(len(e) for e in episodes)
+    assert len(calls) == (1 if size is None else -(-epochs * rows // size))
+    for a, b in zip(weights(lean), weights(stock)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert set(ours["default_policy"]) == set(theirs["default_policy"]), "the same metrics"
+    for key in ("policy_loss", "vf_loss", "entropy", "mean_kl_loss", "total_loss"):
+        assert ours["default_policy"][key].peek() == pytest.approx(
+            theirs["default_policy"][key].peek(), rel=1e-4, abs=1e-6
+        ), key
+    trained = ours["default_policy"]["num_module_steps_trained"].peek()
+    assert trained == theirs["default_policy"]["num_module_steps_trained"].peek()
+
+
+def test_lean_update_minibatches_cover_every_row_once_per_epoch():
+    from ddrl.algorithms.lean_ppo import minibatch_indices
+
+    batches = minibatch_indices(
+        1000, 256, 3, shuffle=True, generator=torch.Generator().manual_seed(0)
+    )
+    assert len(batches) == 12 and all(len(b) == 256 for b in batches)  # ceil(3000 / 256)
+    stream = torch.cat(batches)[:3000]
+    for epoch in range(3):
+        assert sorted(stream[epoch * 1000 : (epoch + 1) * 1000].tolist()) == list(range(1000))
+    assert not torch.equal(stream[:1000], stream[1000:2000])  # a new order each pass

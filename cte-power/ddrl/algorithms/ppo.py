@@ -40,12 +40,25 @@ from ray.rllib.algorithms.ppo import ppo as rllib_ppo
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.metrics import (
+    ALL_MODULES,
+    DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY,
+    MODULE_TRAIN_BATCH_SIZE_MEAN,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    WEIGHTS_SEQ_NO,
+)
+from ray.rllib.utils.torch_utils import clip_gradients
 from torch import nn
 
-from ddrl.algorithms import threads
+from ddrl.algorithms import lean_ppo, threads
 
 
 def linear_layers(module: nn.Module) -> list[nn.Linear]:
@@ -101,6 +114,124 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
             lr_or_lr_schedule=config.lr,
         )
 
+    #: Learner.update keywords the lean update handles (anything else: RLlib's update)
+    LEAN_KEYWORDS = {
+        "training_data", "episodes", "timesteps", "num_epochs", "minibatch_size",
+        "shuffle_batch_per_epoch", "num_total_minibatches", "_no_metrics_reduce",
+    }  # fmt: skip
+
+    @override(Learner)
+    def update(self, *args, **kwargs):
+        """``lean_update``: RLlib's epochs of minibatches over the train batch, without its
+        per-minibatch bookkeeping (``ddrl.algorithms.lean_ppo``). Anything the lean loop does not
+        cover (several modules, recurrent modules, data iterators, mixed precision, a per-value
+        gradient clip) takes RLlib's own update."""
+        if args or not self._can_update_lean(kwargs):
+            return super().update(*args, **kwargs)
+        return self._lean_update(**kwargs)
+
+    def _can_update_lean(self, kwargs: dict) -> bool:
+        config = self.config
+        data = kwargs.get("training_data")
+        return (
+            config.lean_update
+            and set(kwargs) <= self.LEAN_KEYWORDS
+            and not kwargs.get("num_total_minibatches")
+            and (kwargs.get("episodes") is not None or (data is not None and data.episodes))
+            and len(self.module) == 1
+            and len(self._module_optimizers[next(iter(self.module.keys()))]) == 1
+            and not next(iter(self.module.values())).is_stateful()
+            and self._grad_scalers is None
+            and (config.grad_clip is None or config.grad_clip_by == "global_norm")
+        )
+
+    def _lean_update(
+        self,
+        *,
+        training_data=None,
+        episodes=None,
+        timesteps=None,
+        num_epochs: int = 1,
+        minibatch_size: int | None = None,
+        shuffle_batch_per_epoch: bool = False,
+        num_total_minibatches: int = 0,
+        _no_metrics_reduce: bool = False,
+    ):
+        self._check_is_built()
+        self.before_gradient_based_update(timesteps=timesteps or {})
+        training_data = training_data or TrainingData(episodes=episodes)
+        training_data.validate()
+        training_data.solve_refs()
+        self._weights_seq_no += 1
+        batch = self._make_batch_if_necessary(training_data=training_data)  # GAE, value targets
+        ((module_id, module_batch),) = batch.policy_batches.items()
+        columns = {k: v for k, v in module_batch.items() if isinstance(v, torch.Tensor)}
+        config = self.config.get_config_for_module(module_id)
+        module = self.module[module_id]
+        unwrapped = module.unwrapped()
+        module.train()
+        rows = len(module_batch)
+        size = minibatch_size or rows
+        kl_coeff = self.curr_kl_coeffs_per_module[module_id]
+        entropy_coeff = self.entropy_coeff_schedulers_per_module[module_id].get_current_value()
+        minibatches = lean_ppo.minibatch_indices(
+            rows, size, num_epochs, shuffle_batch_per_epoch and num_epochs > 1
+        )
+        ((optimizer_name, _),) = self.get_optimizers_for_module(module_id)
+        gradient_norm_key = f"gradients_{optimizer_name}_global_norm"  # RLlib's metric
+        for index in minibatches:
+            minibatch = {k: v[index] for k, v in columns.items()}
+            if config.advantages_per_minibatch:
+                minibatch[Postprocessing.ADVANTAGES] = standardized(
+                    minibatch[Postprocessing.ADVANTAGES], minibatch.get(Columns.LOSS_MASK)
+                )
+            fwd_out = module.forward_train(minibatch)
+            loss, stats = lean_ppo.ppo_loss(
+                unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff
+            )
+            for optimizer in self._optimizer_parameters:
+                optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+            if config.grad_clip is not None:
+                stats[gradient_norm_key] = clip_gradients(
+                    gradients, grad_clip=config.grad_clip, grad_clip_by="global_norm"
+                )
+            elif config.log_gradients:
+                stats[gradient_norm_key] = torch.nn.utils.get_total_norm(gradients.values())
+            self.apply_gradients(gradients)
+        self._log_lean_update(module_id, columns, stats, loss, len(minibatches) * size, batch)
+        self.after_gradient_based_update(timesteps=timesteps or {})
+        if not _no_metrics_reduce:
+            return self.metrics.reduce()
+
+    def _log_lean_update(self, module_id, columns, stats, loss, rows_trained, batch) -> None:
+        """The metrics RLlib's update logs, once: the last minibatch's losses (RLlib keeps only
+        the last, window 1, and adapts the KL coefficient to it), and the steps trained."""
+        self.metrics.log_dict(stats, key=module_id, window=1)
+        self.metrics.log_value((module_id, self.TOTAL_LOSS_KEY), loss, window=1)
+        if WEIGHTS_SEQ_NO in columns:
+            lag = (self._weights_seq_no - columns[WEIGHTS_SEQ_NO]).float().mean()
+            self.metrics.log_value(
+                (module_id, DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY), lag, window=1
+            )
+        self.metrics.log_value((module_id, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
+        self.metrics.log_value(
+            (module_id, MODULE_TRAIN_BATCH_SIZE_MEAN), rows_trained, reduce="mean"
+        )
+        for key in ((module_id, NUM_MODULE_STEPS_TRAINED), (ALL_MODULES, NUM_MODULE_STEPS_TRAINED)):
+            self.metrics.log_value(key, rows_trained, reduce="sum")
+        for key in (
+            (module_id, NUM_MODULE_STEPS_TRAINED_LIFETIME),
+            (ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME),
+        ):
+            self.metrics.log_value(key, rows_trained, reduce="lifetime_sum")
+        env_steps = batch.env_steps()
+        self.metrics.log_value((ALL_MODULES, NUM_ENV_STEPS_TRAINED), env_steps, reduce="sum")
+        self.metrics.log_value(
+            (ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME), env_steps, reduce="lifetime_sum"
+        )
+
     @override(RLlibPPOTorchLearner)
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if config.advantages_per_minibatch:
@@ -137,6 +268,7 @@ class PPOConfig(rllib_ppo.PPOConfig):
         self.orthogonal_init = False
         self.adam_epsilon = 1e-8
         self.advantages_per_minibatch = False
+        self.lean_update = True
 
     @override(rllib_ppo.PPOConfig)
     def training(
@@ -145,6 +277,7 @@ class PPOConfig(rllib_ppo.PPOConfig):
         orthogonal_init: bool | None = NotProvided,
         adam_epsilon: float | None = NotProvided,
         advantages_per_minibatch: bool | None = NotProvided,
+        lean_update: bool | None = NotProvided,
         **kwargs,
     ):
         """RLlib's PPO settings, and:
@@ -155,12 +288,16 @@ class PPOConfig(rllib_ppo.PPOConfig):
             adam_epsilon: Adam's epsilon (torch's default 1e-8; Stable-Baselines3 uses 1e-5).
             advantages_per_minibatch: standardise the advantages again within each minibatch,
                 as Stable-Baselines3 and CleanRL do (RLlib does it once per train batch).
+            lean_update: run the epochs of minibatches without RLlib's per-minibatch
+                bookkeeping (on by default; ``ddrl.algorithms.lean_ppo``); the loss, minibatch
+                size and count are RLlib's.
         """
         super().training(**kwargs)
         for name, value in (
             ("orthogonal_init", orthogonal_init),
             ("adam_epsilon", adam_epsilon),
             ("advantages_per_minibatch", advantages_per_minibatch),
+            ("lean_update", lean_update),
         ):
             if value is not NotProvided:
                 setattr(self, name, value)
