@@ -78,6 +78,10 @@ class TransitionBuffer:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         index = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
+        return self._gather(index)
+
+    def _gather(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The rows at ``index``: each field, and ``obs_actions`` (obs and actions side by side)."""
         rows = self.rows[index]
         batch = self._fields(rows)
         batch["obs_actions"] = rows[:, : self.columns["actions"].stop]
@@ -160,9 +164,7 @@ class PrioritizedTransitionBuffer(TransitionBuffer):
         probabilities = self.tree[index + self.leaves] / total
         smallest = self.tree[self.leaves : self.leaves + self.size].min() / total
         weights = (probabilities / smallest).pow(-self.beta).to(torch.float32)
-        rows = self.rows[index]
-        batch = self._fields(rows)
-        batch["obs_actions"] = rows[:, : self.columns["actions"].stop]
+        batch = self._gather(index)
         batch["index"], batch["weights"] = index, weights
         return batch
 
