@@ -96,6 +96,16 @@ def pairs(items: list[str], kind, option: str, example: str, names=None) -> dict
     return out
 
 
+def add_overrides(
+    parser: argparse.ArgumentParser,
+    help: str = "override a config value, e.g. --set training.lr=1e-4 (repeatable)",
+) -> None:
+    """The ``--set KEY.PATH=VALUE`` option (``args.overrides``) of every command that reads a config."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE", help=help
+    )
+
+
 def train_parser(toolkit: str, default_config: str, description: str) -> argparse.ArgumentParser:
     parser = ArgumentParser(
         description=description,
@@ -111,14 +121,7 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
     parser.add_argument(
         "--config", default=default_config, help="experiment YAML file (default: %(default)s)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override a config value, e.g. --set training.lr=1e-4 (repeatable)",
-    )
+    add_overrides(parser)
     parser.add_argument(
         "--track",
         action="append",
@@ -322,18 +325,13 @@ def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--fps", type=whole(1, 240), default=30, help="frames per second (default: %(default)s)"
     )
-    parser.add_argument(
-        "--width",
-        type=whole(16, 4096),
-        default=640,
-        help="frame width in pixels (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--height",
-        type=whole(16, 4096),
-        default=480,
-        help="frame height in pixels (default: %(default)s)",
-    )
+    for side, default in (("width", 640), ("height", 480)):
+        parser.add_argument(
+            f"--{side}",
+            type=whole(16, 4096),
+            default=default,
+            help=f"frame {side} in pixels (default: %(default)s)",
+        )
     return parser
 
 

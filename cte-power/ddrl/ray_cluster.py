@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddrl import compat
 from ddrl.errors import UserError
 from ddrl.output import say
 
@@ -101,10 +102,7 @@ def enable_token_auth(token: str) -> None:
     os.environ["RAY_AUTH_TOKEN"] = token
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     if "ray" in sys.modules:  # Ray caches both at import (validating the config imported it)
-        from ray._raylet import AuthenticationTokenLoader, Config
-
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
+        compat.reset_ray_auth_cache()
 
 
 def _ray_executable() -> list[str]:

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-from ddrl import paths
+from ddrl import compat, paths
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
 from ddrl.pipeline import results
@@ -234,13 +234,7 @@ def make_render_env(toolkit: str, env_id: str, env_config: dict, width: int, hei
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless; osmesa also works
         kwargs.update(width=width, height=height)
     env = toolkits.make_env(toolkit, env_id, kwargs)
-    unwrapped = env.unwrapped
-    while not hasattr(unwrapped, "_render_width") and hasattr(
-        unwrapped, "env"
-    ):  # old gym API: the wrapped env
-        unwrapped = getattr(unwrapped.env, "unwrapped", unwrapped.env)
-    if hasattr(unwrapped, "_render_width"):  # PyBullet: its camera already follows the robot
-        unwrapped._render_width, unwrapped._render_height = width, height
+    compat.set_bullet_render_size(env, width, height)
     try:  # one frame now: an env that cannot draw here fails before anything is written
         env.reset(seed=0)
         env.render()

@@ -7,19 +7,21 @@ import pandas as pd
 import pytest
 from helpers import CTE_POWER, run_script
 
+from ddrl.analysis import learning_report as report
+from ddrl.analysis.rl_stats import bootstrap_ci
 from ddrl.bench import learning as lb
 
 BENCH = CTE_POWER / "scripts" / "bench" / "learning-benchmark.py"
 
 
 def test_bootstrap_ci_brackets_the_mean_and_narrows_with_agreement():
-    mean, low, high = lb.bootstrap_ci([100.0, 200.0, 300.0])
+    mean, low, high = bootstrap_ci([100.0, 200.0, 300.0])
     assert mean == pytest.approx(200.0)
     assert 100.0 <= low < mean < high <= 300.0
-    _, tight_low, tight_high = lb.bootstrap_ci([199.0, 200.0, 201.0])
+    _, tight_low, tight_high = bootstrap_ci([199.0, 200.0, 201.0])
     assert tight_high - tight_low < (high - low) / 10
-    assert lb.bootstrap_ci([5.0]) == (5.0, 5.0, 5.0)
-    assert all(math.isnan(v) for v in lb.bootstrap_ci([]))
+    assert bootstrap_ci([5.0]) == (5.0, 5.0, 5.0)
+    assert all(math.isnan(v) for v in bootstrap_ci([]))
 
 
 def curves(
@@ -45,16 +47,16 @@ def curves(
 
 def test_verdict_is_within_or_above_the_peers_ci():
     sb3 = curves("sb3", [900.0, 1000.0, 1100.0])
-    close = lb.verdicts(
-        lb.table(
+    close = report.verdicts(
+        report.table(
             pd.concat([curves("ours", [950.0, 1000.0, 1020.0]), sb3]), {"HopperBulletEnv-v0": 500}
         )
     )
     assert close["meets_target"].tolist() == [True] and close["eval_meets_target"].tolist() == [
         True
     ]
-    worse = lb.verdicts(
-        lb.table(
+    worse = report.verdicts(
+        report.table(
             pd.concat([curves("ours", [300.0, 350.0, 400.0]), sb3]), {"HopperBulletEnv-v0": 500}
         )
     )
@@ -66,7 +68,7 @@ def test_verdict_is_within_or_above_the_peers_ci():
     assert close["verdict"].tolist() == close["eval_verdict"].tolist() == ["no difference shown"]
     assert worse["verdict"].tolist() == worse["eval_verdict"].tolist() == ["worse"]
     assert worse["improvement"].iloc[0].value == 0.0
-    summary = lb.table(sb3, {"HopperBulletEnv-v0": 500.0})
+    summary = report.table(sb3, {"HopperBulletEnv-v0": 500.0})
     # the smoothed return passes 500 at 5,000 steps (1000 * 5/10) for the 1000-return seed...
     assert summary["seeds_reaching"].iloc[0] == 3
     assert summary["steps_to_threshold"].iloc[0] == pytest.approx(np.mean([6000, 5000, 5000]))
@@ -184,10 +186,47 @@ def test_bad_budget_is_one_clear_line(tmp_path):
 def test_a_stopped_process_does_not_count_as_training_time():
     steps = [10.0] * 5 + [1300.0] + [10.0] * 4  # a run SIGSTOPped once for about 21 minutes
     curve = pd.DataFrame({"env_steps": range(1000, 11000, 1000), "wall_s": np.cumsum(steps)})
-    cleaned = lb.without_pauses(curve)
+    cleaned = report.without_pauses(curve)
     assert cleaned["wall_s"].iloc[-1] == pytest.approx(100.0)
     assert cleaned["paused_s"].iloc[0] == pytest.approx(1290.0)
     steady = pd.DataFrame(
         {"env_steps": range(1000, 6000, 1000), "wall_s": np.cumsum([10.0, 12, 9, 11, 10])}
     )
-    assert lb.without_pauses(steady)["wall_s"].tolist() == steady["wall_s"].tolist()
+    assert report.without_pauses(steady)["wall_s"].tolist() == steady["wall_s"].tolist()
+
+
+@pytest.mark.parametrize("algorithm", ["SAC", "TD3", "PPO"])
+def test_one_key_table_both_ways(algorithm):
+    """The benchmark's hyperparameters, written into our experiment (every key a setting RLlib
+    accepts for the algorithm) and read back through the same table, are the same."""
+    from ddrl.bench import sb3
+    from ddrl.pipeline import validation
+
+    run = lb.Run("ours", algorithm, "HopperBulletEnv-v0", 0, 1000)
+    experiment = validation.validate(lb.our_experiment(run, 500, 1), lb.TOOLKIT)
+    read = sb3.hyperparameters(experiment)
+    assert {k: read[k] for k in lb.HYPERPARAMETERS[algorithm]} == lb.HYPERPARAMETERS[algorithm]
+
+
+def test_keys_an_experiment_leaves_out_are_rllibs_defaults():
+    from ddrl.algorithms import get_algorithm_class
+    from ddrl.bench import sb3
+    from ddrl.pipeline import validation
+
+    stop = {"env_steps": 1000}
+    raw = {
+        "env": "HopperBulletEnv-v0",
+        "algorithm": "TD3",
+        "stop": stop,
+        "training": {"actor_lr": 0.002},
+    }
+    read = sb3.hyperparameters(validation.validate(raw, lb.TOOLKIT))
+    defaults = get_algorithm_class("TD3").get_default_config()
+    assert read["lr"] == 0.002
+    assert read["policy_delay"] == defaults.policy_delay
+    assert read["buffer_size"] == defaults.replay_buffer_config["capacity"]
+    assert "max_grad_norm" not in sb3.hyperparameters(
+        validation.validate(
+            {"env": "HopperBulletEnv-v0", "algorithm": "PPO", "stop": stop}, lb.TOOLKIT
+        )
+    )  # optional: SB3's own default applies

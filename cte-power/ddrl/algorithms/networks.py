@@ -21,6 +21,15 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def make_critics(
+    obs_dim: int, act_dim: int, hiddens: list[int], activation: str, twin_q: bool
+) -> nn.ModuleList:
+    """One Q network, or two (twin Q), each on observations and actions side by side."""
+    return nn.ModuleList(
+        mlp(obs_dim + act_dim, hiddens, 1, activation) for _ in range(2 if twin_q else 1)
+    )
+
+
 def q_values(
     critics: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor
 ) -> list[torch.Tensor]:

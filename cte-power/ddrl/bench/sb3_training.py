@@ -1,7 +1,7 @@
 """Stable-Baselines3 trained on one of our experiment files, resumable as our own runs are.
 
 The peer of a long run of ours (the case study): the same env, networks and hyperparameters
-(``ddrl.bench.throughput.hyperparameters``), the same budget (``stop.env_steps``) and evaluation
+(``ddrl.bench.sb3.hyperparameters``), the same budget (``stop.env_steps``) and evaluation
 (``evaluation``: every ``evaluation_interval`` x 1,000 env steps, ``evaluation_duration``
 deterministic episodes one after another). Every ``checkpoint_every`` env steps, and on SIGUSR2
 (as our train scripts), the model, its replay buffer and the run's counters are saved in
@@ -33,7 +33,7 @@ EXIT_CHECKPOINTED = 3  # as ddrl.pipeline.training: stopped on request, resumabl
 
 def settings(experiment) -> dict:
     """What the run is: the experiment's algorithm, env and peer hyperparameters, budget and evaluation."""
-    from ddrl.bench import throughput
+    from ddrl.bench import sb3
 
     if experiment.algorithm not in ("SAC", "TD3", "PPO"):
         raise UserError(f"Stable-Baselines3 has no {experiment.algorithm}; use SAC, TD3 or PPO.")
@@ -44,7 +44,7 @@ def settings(experiment) -> dict:
         "algorithm": experiment.algorithm,
         "env": experiment.env,
         "toolkit": experiment.toolkit,
-        "hyperparameters": throughput.hyperparameters(experiment),
+        "hyperparameters": sb3.hyperparameters(experiment),
         "budget": int(experiment.stop["env_steps"]),
         "eval_every": int(evaluation.get("evaluation_interval") or 0) * LOG_EVERY,
         "eval_episodes": int(evaluation.get("evaluation_duration", 5)),

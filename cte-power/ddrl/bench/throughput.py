@@ -33,6 +33,7 @@ import numpy as np
 import psutil
 import torch
 
+from ddrl import compat
 from ddrl.bench import sb3
 from ddrl.envs import toolkits
 from ddrl.pipeline import rllib_config
@@ -160,7 +161,7 @@ class _Trial:
         self.last: dict = {}
         for _ in range(2):  # past learning starts, caches filled
             self.last.update(self.algo.train())
-        learner = getattr(self.algo.learner_group, "_learner", None)
+        learner = compat.local_learner(self.algo)
         while hasattr(learner, "can_update") and not learner.can_update():
             self.last.update(self.algo.train())  # off-policy: until the learner updates
 
@@ -173,7 +174,7 @@ class _Trial:
 
     def updates(self, count: int) -> tuple[int, float]:
         """``count`` gradient updates of the off-policy learner (nothing sampled or stored)."""
-        learner = self.algo.learner_group._learner  # num_learners 0: the learner is in this process
+        learner = compat.local_learner(self.algo)
         start = time.perf_counter()
         if not learner.lean_update(None, count):  # {}: it stored too little to update
             raise RuntimeError("the replay buffer holds less than one minibatch; train longer")
@@ -210,63 +211,11 @@ def our_training(experiment: Experiment, progress=print):
 
 
 # --------------------------------------------------------------------------- the peer
-def hyperparameters(experiment: Experiment) -> dict:
-    """``experiment``'s settings under ``ddrl.bench.sb3``'s neutral names (the algorithm's own
-    defaults where the experiment leaves one out)."""
-    from ddrl.algorithms import get_algorithm_class
-
-    defaults = get_algorithm_class(experiment.algorithm).get_default_config()
-    training = experiment.rllib.get("training", {})
-
-    def setting(key: str):
-        return training[key] if key in training else getattr(defaults, key)
-
-    if experiment.algorithm == "PPO":
-        model = experiment.rllib.get("rl_module", {}).get("model_config", {})
-        runners = experiment.rllib.get("env_runners", {})
-        # as many envs as all our runners step together
-        envs = runners.get("num_envs_per_env_runner", 1) * max(1, runners.get("num_env_runners", 1))
-        return {
-            "lr": setting("lr"),
-            "num_envs": envs,
-            "rollout": setting("train_batch_size_per_learner"),
-            "minibatch": setting("minibatch_size"),
-            "epochs": setting("num_epochs"),
-            "gamma": setting("gamma"),
-            "gae_lambda": setting("lambda_"),
-            "clip": setting("clip_param"),
-            "ent_coef": setting("entropy_coeff"),
-            "vf_coef": setting("vf_loss_coeff"),
-            "hiddens": model.get("fcnet_hiddens", [256, 256]),
-            "activation": model.get("fcnet_activation", "tanh"),
-        }
-    hp = {
-        "lr": setting("actor_lr"),
-        "buffer_size": setting("replay_buffer_config").get("capacity", 1_000_000),
-        "learning_starts": setting("num_steps_sampled_before_learning_starts"),
-        "batch_size": setting("train_batch_size_per_learner"),
-        "tau": setting("tau"),
-        "gamma": setting("gamma"),
-        "actor_hiddens": setting("actor_hiddens"),
-        "critic_hiddens": setting("critic_hiddens"),
-        "activation": setting("hidden_activation"),
-    }
-    if experiment.algorithm == "SAC":
-        return {**hp, "initial_alpha": setting("initial_alpha")}
-    return {
-        **hp,
-        "exploration_noise": setting("exploration_noise"),
-        "policy_delay": setting("policy_delay"),
-        "target_noise": setting("target_noise"),
-        "target_noise_clip": setting("target_noise_clip"),
-    }
-
-
 def sb3_model(experiment: Experiment):
     """The Stable-Baselines3 model of ``experiment``'s algorithm with its settings."""
     toolkits.register_env(experiment.toolkit, experiment.env)
     make = functools.partial(toolkits.make_env, experiment.toolkit, experiment.env)
-    return sb3.model(experiment.algorithm, make, hyperparameters(experiment), seed=0)
+    return sb3.model(experiment.algorithm, make, sb3.hyperparameters(experiment), seed=0)
 
 
 def sb3_training(experiment: Experiment, round_steps: int, progress=print) -> Workload:

@@ -27,6 +27,8 @@ from ray.rllib.utils.spaces.space_utils import (
     unsquash_action,
 )
 
+from ddrl import compat
+
 #: model_config keys that make RLlib's default models stateful (a time rank in the batch)
 _STATEFUL_MODEL_KEYS = ("use_lstm", "use_attention")
 
@@ -98,7 +100,7 @@ def applies_to(config) -> bool:
     return (
         not config.is_multi_agent
         and not any(model_config.get(key) for key in _STATEFUL_MODEL_KEYS)
-        and config._module_to_env_connector is None
+        and compat.module_to_env_connector(config) is None
         and config.add_default_connectors_to_module_to_env_pipeline
     )
 

@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from ddrl.pipeline import tune_state
+from ddrl import compat
 
 #: The file every RLlib checkpoint has, a whole algorithm's or an exported policy's (the
 #: SageMaker model); whatever else a checkpoint holds, each pickle and JSON file must be whole.
@@ -69,7 +69,7 @@ def set_aside_incomplete(experiment: Path) -> list[str]:
         said.extend(lines)
         return bool(lines)
 
-    tune_state.edit_trials(experiment, drop)
+    compat.edit_tune_trials(experiment, drop)
     for trial in sorted(p for p in Path(experiment).iterdir() if p.is_dir()):
         for checkpoint in sorted(
             trial.glob("checkpoint_*")
@@ -86,7 +86,7 @@ def set_aside_incomplete(experiment: Path) -> list[str]:
 
 def _drop_incomplete(manager) -> list[str]:
     lines = []
-    latest = manager._latest_checkpoint_result
+    latest = compat.latest_checkpoint(manager)
     while latest is not None:
         path = Path(latest.checkpoint.path)
         why = problem(path)
@@ -94,10 +94,7 @@ def _drop_incomplete(manager) -> list[str]:
             break
         if path.is_dir():
             path.rename(path.with_name(path.name + ".incomplete"))
-        manager._checkpoint_results = [r for r in manager._checkpoint_results if r is not latest]
-        remaining = sorted(manager._checkpoint_results, key=lambda r: r.checkpoint.path)
-        latest = remaining[-1] if remaining else None
-        manager._latest_checkpoint_result = latest
+        latest = compat.forget_latest_checkpoint(manager)
         then = (
             f"resuming from {Path(latest.checkpoint.path).name}"
             if latest

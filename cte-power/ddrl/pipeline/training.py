@@ -13,11 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+from ddrl import compat
 from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
 from ddrl.output import say
-from ddrl.pipeline import checkpoints, tracking, tune_state
+from ddrl.pipeline import checkpoints, tracking
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
 from ddrl.pipeline.rllib_config import build_algorithm_config
@@ -163,14 +164,17 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) ->
             trial["status"] = "PAUSED"
             reopened += 1
         if manager is not None:
-            manager._checkpoint_config = CheckpointConfig(
-                checkpoint_frequency=checkpoint["every"],
-                checkpoint_at_end=checkpoint["at_end"],
-                num_to_keep=checkpoint["keep"],
+            compat.set_checkpoint_config(
+                manager,
+                CheckpointConfig(
+                    checkpoint_frequency=checkpoint["every"],
+                    checkpoint_at_end=checkpoint["at_end"],
+                    num_to_keep=checkpoint["keep"],
+                ),
             )
         return True
 
-    tune_state.edit_trials(path, carry)
+    compat.edit_tune_trials(path, carry)
     return reopened
 
 
@@ -220,10 +224,10 @@ class StopRequest:
     @classmethod
     def install(cls) -> None:
         cls.requested = False
-        signal.signal(STOP_SIGNAL, cls._handle)
+        signal.signal(STOP_SIGNAL, cls.handle)
 
     @classmethod
-    def _handle(cls, signum, frame) -> None:
+    def handle(cls, signum, frame) -> None:
         cls.requested = True
         say(
             f"received {signal.Signals(signum).name}: checkpointing every running trial, then stopping"

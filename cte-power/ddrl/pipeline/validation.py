@@ -16,7 +16,7 @@ import inspect
 import typing
 from pathlib import Path
 
-from ddrl import algorithms
+from ddrl import algorithms, compat
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
 from ddrl.pipeline import tune_checks, value_ranges
@@ -39,8 +39,6 @@ FRACTIONAL_RESOURCES = {
     "num_cpus_for_main_process",
     "num_gpus",
 }
-#: RLlib marks removed keywords with this default value (``ray._common.deprecation``).
-_DEPRECATED_DEFAULT = -1
 
 
 def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -> Experiment:
@@ -164,7 +162,8 @@ def _check_not_deprecated(defaults, group: str, key: str, param: inspect.Paramet
         raise UserError(f"'{group}.{key}' is no longer an RLlib setting: {err}") from None
     except AttributeError:
         pass
-    if param.default is _DEPRECATED_DEFAULT or param.default == _DEPRECATED_DEFAULT:
+    removed = compat.rllib_deprecated_value()
+    if param.default is removed or param.default == removed:
         raise UserError(
             f"'{group}.{key}' is deprecated in RLlib; see AlgorithmConfig.{group}() for its successor."
         )

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ddrl import cli, paths
+from ddrl.analysis import learning_report
 from ddrl.bench import learning as lb
 from ddrl.bench import sb3
 from ddrl.errors import UserError
@@ -98,15 +99,17 @@ def run_all(runs: list, jobs: int, args) -> None:
 
 
 def report(output_dir: Path, thresholds: dict, figures_dir: Path) -> None:
-    curves = lb.load_curves(output_dir)
-    summary = lb.table(curves, thresholds)
-    pairs = lb.verdicts(summary)
+    curves = learning_report.load_curves(output_dir)
+    summary = learning_report.table(curves, thresholds)
+    pairs = learning_report.verdicts(summary)
     summary.to_csv(output_dir / "summary.csv", index=False)
-    text = lb.markdown(pairs, summary)
+    text = learning_report.markdown(pairs, summary)
     (output_dir / "summary.md").write_text(text)
     figures_dir.mkdir(parents=True, exist_ok=True)
     for x, suffix in (("env_steps", "steps"), ("wall_s", "time")):
-        lb.figure(curves, x).savefig(figures_dir / f"learning-benchmark-{suffix}.png", dpi=110)
+        learning_report.figure(curves, x).savefig(
+            figures_dir / f"learning-benchmark-{suffix}.png", dpi=110
+        )
     print(text)
     print(
         f"wrote {output_dir / 'summary.md'}, summary.csv and "
@@ -129,7 +132,12 @@ def main(argv=None) -> int:
         "--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"]
     )
     parser.add_argument("--seeds", nargs="+", type=cli.whole(0, 2**32 - 1), default=[0, 1, 2])
-    parser.add_argument("--systems", nargs="+", default=list(lb.SYSTEMS), choices=list(lb.SYSTEMS))
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=list(learning_report.SYSTEMS),
+        choices=list(learning_report.SYSTEMS),
+    )
     parser.add_argument(
         "--budget",
         nargs="*",

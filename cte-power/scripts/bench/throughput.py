@@ -181,13 +181,8 @@ def main(argv=None) -> int:
         default=64,
         help="gradient updates per round of the SAC/TD3 update measure (default 64)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override every config, e.g. --set training.train_batch_size_per_learner=64",
+    cli.add_overrides(
+        parser, help="override every config, e.g. --set training.train_batch_size_per_learner=64"
     )
     parser.add_argument(
         "--output",

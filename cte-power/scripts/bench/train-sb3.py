@@ -31,13 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--toolkit", default="pybullet-envs", help="the config's toolkit (default pybullet-envs)"
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, as the train scripts",
-    )
+    cli.add_overrides(parser)
     parser.add_argument(
         "--output",
         type=Path,
@@ -67,7 +61,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.config.is_file():
         raise UserError(f"no config file {args.config}.")
-    experiment = validation.load_experiment(args.config, args.toolkit, args.set)
+    experiment = validation.load_experiment(args.config, args.toolkit, args.overrides)
     run = sb3_training.Run(
         args.output, sb3_training.settings(experiment), args.seed, args.checkpoint_every
     )

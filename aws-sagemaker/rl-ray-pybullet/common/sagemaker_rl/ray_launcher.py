@@ -244,7 +244,7 @@ class Launcher:
                 + f"experiment {path} ({experiment.algorithm} on {experiment.env})"
             )
             # spot interruption, max runtime: checkpoint every trial, then stop
-            signal.signal(signal.SIGTERM, training.StopRequest._handle)
+            signal.signal(signal.SIGTERM, training.StopRequest.handle)
             code = training.run(
                 experiment,
                 path,

@@ -17,7 +17,7 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from ddrl.algorithms.networks import mlp, q_values
+from ddrl.algorithms.networks import make_critics, mlp, q_values
 
 
 class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
@@ -37,10 +37,8 @@ class TD3TorchRLModule(TorchRLModule, InferenceOnlyAPI):
         self.register_buffer("uniform_exploration", torch.ones(()))
         if self.inference_only:
             return
-        num_critics = 2 if config["twin_q"] else 1
-        self.critics = nn.ModuleList(
-            mlp(obs_dim + act_dim, config["critic_hiddens"], 1, activation)
-            for _ in range(num_critics)
+        self.critics = make_critics(
+            obs_dim, act_dim, config["critic_hiddens"], activation, config["twin_q"]
         )
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)

@@ -10,6 +10,7 @@ from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.exception import UnityException, UnityTimeOutException, UnityWorkerInUseException
 from mlagents_envs.side_channel.engine_configuration_channel import EngineConfigurationChannel
 
+from ddrl import compat
 from ddrl.envs.unity.settings import UnitySettings
 from ddrl.errors import UserError
 
@@ -51,11 +52,8 @@ def open_unity(settings: UnitySettings, worker_id: int) -> UnityEnvironment:
         engine.set_configuration_parameters(time_scale=settings.time_scale)
     if settings.log_folder:
         os.makedirs(settings.log_folder, exist_ok=True)
-    # Built in two steps so that a failed start can be cleaned up: mlagents-envs leaves its gRPC
-    # server listening (and an atexit hook) behind when, e.g., a build dies while connecting.
-    unity = UnityEnvironment.__new__(UnityEnvironment)
     try:
-        unity.__init__(
+        return compat.start_unity(
             file_name=settings.file_name,
             worker_id=worker_id,
             base_port=settings.base_port,
@@ -66,24 +64,8 @@ def open_unity(settings: UnitySettings, worker_id: int) -> UnityEnvironment:
             side_channels=[engine],
             log_folder=settings.log_folder,
         )
-    except BaseException as err:
-        _discard(unity)
-        if isinstance(err, UnityException):
-            raise _start_error(settings, worker_id, err) from None
-        raise
-    return unity
-
-
-def _discard(unity: UnityEnvironment) -> None:
-    """Stop what a failed start left behind: the gRPC server, the build's process, the atexit hook."""
-    import atexit
-
-    atexit.unregister(unity._close)
-    if hasattr(unity, "_communicator"):
-        try:
-            unity._close(0)
-        except Exception:
-            pass
+    except UnityException as err:
+        raise _start_error(settings, worker_id, err) from None
 
 
 def _start_error(settings: UnitySettings, worker_id: int, err: UnityException) -> UserError:

@@ -84,7 +84,25 @@ class UnityConnection:
             self._release()
 
 
-class UnityGymEnv(gym.Env):
+class _Connected:
+    """What both environments share: their ``UnityConnection``, closed with the env."""
+
+    _connection: UnityConnection
+
+    def close(self):
+        self._connection.close()
+
+    @property
+    def worker_id(self) -> int:
+        return self._connection.worker_id
+
+    @property
+    def unity(self):
+        """The connected ``mlagents_envs`` UnityEnvironment."""
+        return self._connection.unity
+
+
+class UnityGymEnv(_Connected, gym.Env):
     """A build with one behaviour and one agent, as a Gymnasium environment (``Unity-v0``).
 
     ``reset`` after an episode that ended takes the agent's next one, which Unity has usually begun
@@ -172,13 +190,6 @@ class UnityGymEnv(gym.Env):
             f"the agent of {self._connection.settings.build} asked for no decision in {MAX_IDLE_STEPS} steps."
         )
 
-    def close(self):
-        self._connection.close()
-
-    @property
-    def worker_id(self) -> int:
-        return self._connection.worker_id
-
 
 def agent_key(behaviour: str, agent_id: int) -> str:
     return f"{behaviour}/{agent_id}"
@@ -211,7 +222,7 @@ class PolicyPerBehaviour:
         return hash(PolicyPerBehaviour)
 
 
-class UnityMultiAgentEnv(MultiAgentEnv):
+class UnityMultiAgentEnv(_Connected, MultiAgentEnv):
     """Every agent of every behaviour of a build, as an RLlib MultiAgentEnv (``UnityMultiAgent-v0``)."""
 
     def __init__(self, env_config: dict | None = None):
@@ -346,13 +357,6 @@ class UnityMultiAgentEnv(MultiAgentEnv):
         terminateds["__all__"] = ending and all(terminateds.get(aid, False) for aid in obs)
         truncateds["__all__"] = ending and not terminateds["__all__"]
         return obs, rewards, terminateds, truncateds, {}
-
-    def close(self):
-        self._connection.close()
-
-    @property
-    def worker_id(self) -> int:
-        return self._connection.worker_id
 
 
 def make_env(env_id: str, env_config) -> gym.Env:

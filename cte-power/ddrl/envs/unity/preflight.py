@@ -58,11 +58,11 @@ def prepare_experiment(experiment, launch: bool = True) -> None:
     )
     env = make_env(experiment.env, _ProbeContext(probe_config))
     try:
-        print(f"unity: {describe(env._connection.unity)}", flush=True)
+        print(f"unity: {describe(env.unity)}", flush=True)
         if experiment.env == MULTI_AGENT_ENV_ID and not (
             experiment.rllib.get("multi_agent") or {}
         ).get("policies"):
-            policies = sorted({policy_id(name) for name in env._specs})
+            policies = sorted({policy_id(name) for name in env.unity.behavior_specs})
             experiment.rllib.setdefault("multi_agent", {}).update(
                 policies=policies, policy_mapping_fn={"type": "ddrl.envs.unity.PolicyPerBehaviour"}
             )

@@ -1,0 +1,189 @@
+"""Every private part of Ray (Tune, RLlib), ML-Agents and PyBullet's envs that ddrl uses, in one place.
+
+Each was written against the version in ``WRITTEN_FOR`` and has a test in
+``tests/test_compat.py``. The first use of a package's parts checks the installed version: another
+version gets one ``PrivatePartWarning`` saying to run those tests, and a part that is gone raises
+``PrivatePartGone`` naming it, instead of an AttributeError deep inside Ray.
+
+Overridden rather than called (so not wrapped here, but tested there):
+``AlgorithmConfig._model_config_auto_includes``, which our SAC, TD3 and PPO configs extend so
+that their own model settings reach the RLModule, as RLlib's own configs do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import warnings
+from pathlib import Path
+
+#: The versions whose private parts this module was written against (requirements.txt pins them).
+WRITTEN_FOR = {
+    "ray": "2.60.0",
+    "mlagents-envs": "0.28.0",
+    "pybullet-envs-gymnasium": "0.6.0",
+    "pybulletgym": "0.1",  # PyBullet Gymperium, from ../shared/vendor/pybullet-gym
+}
+
+_checked: set[str] = set()
+
+
+class PrivatePartWarning(UserWarning):
+    """An installed version differs from the one ddrl's use of its private parts was checked on."""
+
+
+class PrivatePartGone(RuntimeError):
+    """A private part ddrl uses is not in the installed version."""
+
+
+@contextlib.contextmanager
+def _private(package: str, part: str):
+    installed = importlib.metadata.version(package)
+    if package not in _checked:
+        _checked.add(package)
+        if installed != WRITTEN_FOR[package]:
+            warnings.warn(
+                f"ddrl uses private parts of {package}, checked on {WRITTEN_FOR[package]}; this is "
+                f"{installed}. Run pytest tests/test_compat.py to see whether they still hold.",
+                PrivatePartWarning,
+                stacklevel=3,
+            )
+    try:
+        yield
+    except (AttributeError, ImportError) as err:
+        raise PrivatePartGone(
+            f"{package} {installed} has no {part} ({err}); ddrl.compat was written for "
+            f"{package} {WRITTEN_FOR[package]}: install that version (requirements.txt)."
+        ) from err
+
+
+# --------------------------------------------------------------------------------------- Ray
+def reset_ray_auth_cache() -> None:
+    """Make an imported Ray read ``RAY_AUTH_*`` again: it caches them at import."""
+    with _private("ray", "ray._raylet.Config / AuthenticationTokenLoader"):
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+
+def rllib_deprecated_value():
+    """The default RLlib gives a keyword it has removed from an ``AlgorithmConfig`` method."""
+    with _private("ray", "ray._common.deprecation.DEPRECATED_VALUE"):
+        from ray._common.deprecation import DEPRECATED_VALUE
+
+        return DEPRECATED_VALUE
+
+
+def edit_tune_trials(experiment: Path, edit) -> None:
+    """Edit Tune's saved experiment state (``experiment_state-*.json``) before a resume: Tune
+    restores each trial from it (status, checkpoint manager) and offers no way to change them.
+
+    Calls ``edit(trial, runtime, manager)`` for each trial: ``trial`` its metadata
+    (``status``...), ``runtime`` its run metadata (``last_result``...), ``manager`` its checkpoint
+    manager (None if it has none). ``edit`` changes them in place and returns True if it did;
+    those are written back."""
+    with _private("ray", "Tune's experiment state format (trial_data, checkpoint_manager)"):
+        from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
+
+        decoder = TuneFunctionDecoder(allow_cloudpickle=True)  # our own experiment's state
+        for state_file in Path(experiment).glob("experiment_state-*.json"):
+            state = json.loads(state_file.read_text())
+            changed = False
+            for trial_data in state.get("trial_data", []):
+                trial, runtime = (
+                    json.loads(p) if isinstance(p, str) else p for p in trial_data[:2]
+                )
+                encoded = runtime.get("checkpoint_manager")
+                manager = decoder.decode(json.dumps(encoded)) if encoded else None
+                if not edit(trial, runtime, manager):
+                    continue
+                changed = True
+                if manager is not None:
+                    runtime["checkpoint_manager"] = json.loads(
+                        json.dumps(manager, cls=TuneFunctionEncoder)
+                    )
+                trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
+                trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
+            if changed:
+                state_file.write_text(json.dumps(state))
+
+
+def set_checkpoint_config(manager, config) -> None:
+    """Give a restored trial's checkpoint manager a new ``tune.CheckpointConfig``."""
+    with _private("ray", "_CheckpointManager._checkpoint_config"):
+        manager._checkpoint_config = config
+
+
+def latest_checkpoint(manager):
+    """The latest registered checkpoint result of a trial's checkpoint manager, or None."""
+    with _private("ray", "_CheckpointManager._latest_checkpoint_result"):
+        return manager._latest_checkpoint_result
+
+
+def forget_latest_checkpoint(manager):
+    """Drop the latest checkpoint from the manager's books; the newest one left (by path)
+    becomes the latest, and is returned (None if none is left)."""
+    with _private("ray", "_CheckpointManager._checkpoint_results"):
+        latest = manager._latest_checkpoint_result
+        manager._checkpoint_results = [r for r in manager._checkpoint_results if r is not latest]
+        remaining = sorted(manager._checkpoint_results, key=lambda r: r.checkpoint.path)
+        manager._latest_checkpoint_result = remaining[-1] if remaining else None
+        return manager._latest_checkpoint_result
+
+
+def module_to_env_connector(config):
+    """The module-to-env connector an ``AlgorithmConfig`` was given (None: RLlib's default)."""
+    with _private("ray", "AlgorithmConfig._module_to_env_connector"):
+        return config._module_to_env_connector
+
+
+def local_learner(algo):
+    """The learner of an algorithm built with ``num_learners=0`` (it lives in this process)."""
+    with _private("ray", "LearnerGroup._learner"):
+        learner = algo.learner_group._learner
+    if learner is None:
+        raise ValueError("the algorithm's learners are remote (num_learners > 0)")
+    return learner
+
+
+# --------------------------------------------------------------------------------- ML-Agents
+def start_unity(**kwargs):
+    """``UnityEnvironment(**kwargs)``, cleaned up if it fails to start: mlagents-envs leaves its
+    gRPC server listening and an atexit hook behind when, e.g., a build dies while connecting."""
+    import atexit
+
+    from mlagents_envs.environment import UnityEnvironment
+
+    with _private("mlagents-envs", "UnityEnvironment._close / _communicator"):
+        unity = UnityEnvironment.__new__(UnityEnvironment)
+        try:
+            unity.__init__(**kwargs)
+        except BaseException:
+            atexit.unregister(unity._close)
+            if hasattr(unity, "_communicator"):
+                with contextlib.suppress(Exception):
+                    unity._close(0)
+            raise
+    return unity
+
+
+# ---------------------------------------------------------------------------- PyBullet envs
+def set_bullet_render_size(env, width: int, height: int) -> bool:
+    """Set a PyBullet env's frame size (its camera already follows the robot); False if ``env``
+    (or the env an old-gym wrapper holds) is not a PyBullet env (pybullet-envs-gymnasium's or
+    PyBullet Gymperium's)."""
+    unwrapped = env.unwrapped
+    while not hasattr(unwrapped, "_render_width") and hasattr(unwrapped, "env"):
+        unwrapped = getattr(unwrapped.env, "unwrapped", unwrapped.env)  # old gym API: wrapped
+    if not hasattr(unwrapped, "_render_width"):
+        return False
+    package = (
+        "pybulletgym"
+        if type(unwrapped).__module__.startswith("pybulletgym")
+        else "pybullet-envs-gymnasium"
+    )
+    with _private(package, "the env's _render_width/_render_height"):
+        unwrapped._render_width, unwrapped._render_height = width, height
+    return True
