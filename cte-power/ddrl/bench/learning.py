@@ -27,27 +27,20 @@ CURVE_COLUMNS = ("env_steps", "wall_s", "cpu_s", "smoothed_return", "eval_return
 
 #: Shared hyperparameters (the PPO paper's MuJoCo settings, SB3's defaults for SAC/TD3 with
 #: [256, 256] networks), under SB3's names; ours are derived through ``sb3.KEYS``.
+_OFF_POLICY = {
+    "gamma": 0.99,
+    "tau": 0.005,
+    "batch_size": 256,
+    "actor_hiddens": [256, 256],
+    "critic_hiddens": [256, 256],
+    "learning_starts": 5000,
+    "buffer_size": 1_000_000,
+}
 HYPERPARAMETERS = {
-    "SAC": {
-        "lr": 3e-4,
-        "gamma": 0.99,
-        "tau": 0.005,
-        "batch_size": 256,
-        "actor_hiddens": [256, 256],
-        "critic_hiddens": [256, 256],
-        "learning_starts": 5000,
-        "buffer_size": 1_000_000,
-        "initial_alpha": 1.0,
-    },
+    "SAC": {**_OFF_POLICY, "lr": 3e-4, "initial_alpha": 1.0},
     "TD3": {
+        **_OFF_POLICY,
         "lr": 1e-3,
-        "gamma": 0.99,
-        "tau": 0.005,
-        "batch_size": 256,
-        "actor_hiddens": [256, 256],
-        "critic_hiddens": [256, 256],
-        "learning_starts": 5000,
-        "buffer_size": 1_000_000,
         "exploration_noise": 0.1,
         "target_noise": 0.2,
         "target_noise_clip": 0.5,
