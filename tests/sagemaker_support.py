@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from sagemaker_notebook import account, jobs
 from sagemaker_offline.contract_writer import container_environment, write_contract
-from sagemaker_rl import pipeline
 from sagemaker_rl.contract import Contract
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def run_entry_point(
 def stage_job(base: Path, script: str, hyperparameters: dict, **contract_kwargs) -> Contract:
     """A training container as SageMaker lays it out, with the staged source in its code channel."""
 
-    staged = pipeline.stage_source(base.parent / f"{base.name}-source")
+    staged = jobs.stage_source(base.parent / f"{base.name}-source")
     assert (staged / script).is_file()
     return write_contract(base, hyperparameters, channels={"code": staged}, **contract_kwargs)
 
@@ -183,7 +183,7 @@ def offline_aws(moto_endpoint, monkeypatch):
     import boto3
 
     session = boto3.Session(region_name="us-west-2")
-    pipeline.ensure_bucket(session.client("s3"), "ddrl-test", "us-west-2")
+    account.ensure_bucket(session.client("s3"), "ddrl-test", "us-west-2")
     return session
 
 
@@ -207,11 +207,11 @@ def run_sdk_job(
 
     trainer = ModelTrainer(
         training_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/ddrl:latest",
-        role=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        role=account.ensure_role(offline_aws.client("iam"), "ddrl-test"),
         base_job_name=name,
         sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
         source_code=SourceCode(
-            source_dir=str(pipeline.stage_source(tmp_path / "source")),
+            source_dir=str(jobs.stage_source(tmp_path / "source")),
             entry_script="train-humanoid-ppo.py",
         ),
         compute=compute or Compute(instance_type="ml.c5.4xlarge", instance_count=1),

@@ -7,7 +7,7 @@ import tarfile
 import pytest
 from sagemaker_support import NOTEBOOK, PIPELINE, TINY, TINY_VIDEO, free_port
 
-from sagemaker_rl import pipeline
+from sagemaker_notebook import image
 
 pytestmark = pytest.mark.slow
 
@@ -150,7 +150,7 @@ def test_notebook_runs_end_to_end_offline(moto_server, tmp_path):
     assert description["HyperParameters"]["stop__env_steps"] == "5000000"  # PPO's own budget
     # tagged with what the image holds, so that a restarted spot job pulls the same image
     assert description["AlgorithmSpecification"]["TrainingImage"].endswith(
-        f"ddrl-rl-ray-pybullet:{pipeline.image_tag()}"
+        f"ddrl-rl-ray-pybullet:{image.image_tag()}"
     )
     assert boto3.client("ecr", region_name=REGION).describe_repositories(
         repositoryNames=["ddrl-rl-ray-pybullet"]

@@ -269,9 +269,9 @@ def test_a_heterogeneous_job_learns_on_its_gpu_group_and_samples_on_its_cpu_grou
     writes it for instance groups: the head, driver and learner on the GPU group's host, env
     runners on the CPU group's; env_runners=auto counts the whole cluster's CPUs once every host
     has joined."""
-    from sagemaker_rl import pipeline
+    from sagemaker_notebook import parameters
 
-    params = pipeline.Parameters(
+    params = parameters.Parameters(
         "ppo", "local", "ml.g4dn.4xlarge", 1, False, "us-west-2",
         sampler_instance_type="ml.c5.4xlarge", sampler_instance_count=1,
     ).check()  # fmt: skip

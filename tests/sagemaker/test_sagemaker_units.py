@@ -23,10 +23,11 @@ from sagemaker_support import (
 )
 
 from ddrl.errors import UserError
+from sagemaker_notebook import account, cleanup, costs, image, monitoring, parameters
 from sagemaker_offline import aws_server
 from sagemaker_offline.contract_writer import write_contract
 from sagemaker_rl import hyperparameters as hp
-from sagemaker_rl import metrics, pipeline
+from sagemaker_rl import metrics
 from sagemaker_rl.contract import resolve_host
 
 
@@ -247,14 +248,12 @@ def test_dockerfile_installs_exactly_the_project_pins():
 
 def test_notebook_parameters_are_checked():
     with pytest.raises(UserError, match="ALGORITHM 'ppo2' is not one of ppo, sac, td3"):
-        pipeline.Parameters("ppo2", "local", "ml.c5.4xlarge", 1, True, "us-west-2").check()
+        parameters.Parameters("ppo2", "local", "ml.c5.4xlarge", 1, True, "us-west-2").check()
     with pytest.raises(UserError, match="MODE"):
-        pipeline.Parameters("ppo", "cloud", "ml.c5.4xlarge", 1, True, "us-west-2").check()
-    params = pipeline.Parameters("SAC", "aws", "ml.g4dn.4xlarge", 2, True, "us-west-2").check()
+        parameters.Parameters("ppo", "cloud", "ml.c5.4xlarge", 1, True, "us-west-2").check()
+    params = parameters.Parameters("SAC", "aws", "ml.g4dn.4xlarge", 2, True, "us-west-2").check()
     assert params.entry_script == "train-humanoid-sac.py" and params.gpu
-    assert "$6.74 on demand" in pipeline.estimate_cost(
-        "ml.g4dn.4xlarge", 2, 2, True
-    )  # 1.686 x 2 x 2
+    assert "$6.74 on demand" in costs.estimate_cost("ml.g4dn.4xlarge", 2, 2, True)  # 1.686 x 2 x 2
 
 
 def notebook_cells() -> dict[str, str]:
@@ -308,23 +307,23 @@ def test_the_region_comes_from_the_aws_session(monkeypatch, tmp_path):
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    assert pipeline.resolve_region("ap-south-1", "aws") == "ap-south-1"
-    assert pipeline.resolve_region(None, "local") == "us-west-2"
+    assert parameters.resolve_region("ap-south-1", "aws") == "ap-south-1"
+    assert parameters.resolve_region(None, "local") == "us-west-2"
     with pytest.raises(UserError, match="no AWS region: set REGION"):
-        pipeline.resolve_region(None, "aws")
+        parameters.resolve_region(None, "aws")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-central-1")
-    assert pipeline.resolve_region(None, "aws") == "eu-central-1"
+    assert parameters.resolve_region(None, "aws") == "eu-central-1"
 
 
 def test_the_image_tag_names_what_the_image_holds(monkeypatch, tmp_path):
-    tag = pipeline.image_tag()
-    assert re.fullmatch(r"[0-9a-f]{12}", tag) and pipeline.image_tag() == tag
+    tag = image.image_tag()
+    assert re.fullmatch(r"[0-9a-f]{12}", tag) and image.image_tag() == tag
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
-    monkeypatch.setattr(pipeline, "REPO_DIR", tmp_path)
-    monkeypatch.setattr(pipeline, "IMAGE_INPUTS", ("Dockerfile",))
-    first = pipeline.image_tag()
+    monkeypatch.setattr(image, "REPO_DIR", tmp_path)
+    monkeypatch.setattr(image, "IMAGE_INPUTS", ("Dockerfile",))
+    first = image.image_tag()
     (tmp_path / "Dockerfile").write_text("FROM scratch\nRUN true\n")
-    assert pipeline.image_tag() != first
+    assert image.image_tag() != first
 
 
 # --------------------------------------------------------------------------- moto-backed pieces
@@ -365,7 +364,7 @@ def test_a_gpu_instance_whose_gpus_torch_cannot_use_warns_and_trains_on_cpu():
 
 
 def test_the_image_is_built_for_amd64_with_the_cuda_torch_only_for_gpu_instances():
-    from sagemaker_rl.pipeline import build_commands
+    from sagemaker_notebook.image import build_commands
 
     (cpu_build, push), (gpu_build, _) = (
         build_commands("x/y:1", gpu=False),
@@ -385,9 +384,9 @@ def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
     offline_aws, monkeypatch
 ):
     iam = offline_aws.client("iam")
-    monkeypatch.setattr(pipeline, "SAGEMAKER_NOTEBOOK_METADATA", Path("/nonexistent/metadata.json"))
-    monkeypatch.setattr(pipeline, "ROLE_NAME", "ddrl-role-test")
-    arn = pipeline.resolve_role(iam, None, "ddrl-test")  # outside SageMaker, no ROLE_ARN: made here
+    monkeypatch.setattr(account, "SAGEMAKER_NOTEBOOK_METADATA", Path("/nonexistent/metadata.json"))
+    monkeypatch.setattr(account, "ROLE_NAME", "ddrl-role-test")
+    arn = account.resolve_role(iam, None, "ddrl-test")  # outside SageMaker, no ROLE_ARN: made here
     assert arn.endswith(":role/ddrl-role-test")
     trust = iam.get_role(RoleName="ddrl-role-test")["Role"]["AssumeRolePolicyDocument"]
     assert "sagemaker.amazonaws.com" in json.dumps(trust)
@@ -401,11 +400,11 @@ def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
                 a.startswith("s3") for a in statement["Action"]
             )
     # a given role is checked, not trusted blindly
-    assert pipeline.resolve_role(iam, arn, "ddrl-test") == arn
+    assert account.resolve_role(iam, arn, "ddrl-test") == arn
     with pytest.raises(UserError, match="no such role"):
-        pipeline.resolve_role(iam, "arn:aws:iam::123456789012:role/missing", "ddrl-test")
+        account.resolve_role(iam, "arn:aws:iam::123456789012:role/missing", "ddrl-test")
     with pytest.raises(UserError, match="not a role ARN"):
-        pipeline.resolve_role(
+        account.resolve_role(
             iam, "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev/me", "ddrl-test"
         )
     lambda_trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
@@ -414,7 +413,7 @@ def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
         RoleName="not-for-sagemaker", AssumeRolePolicyDocument=json.dumps(lambda_trust)
     )
     with pytest.raises(UserError, match="does not let SageMaker assume it"):
-        pipeline.resolve_role(iam, other["Role"]["Arn"], "ddrl-test")
+        account.resolve_role(iam, other["Role"]["Arn"], "ddrl-test")
 
 
 TRAINER = """
@@ -540,7 +539,10 @@ def test_the_shipped_package_holds_no_offline_stand_in():
     import sagemaker_rl
 
     names = [m.name for m in pkgutil.iter_modules(sagemaker_rl.__path__, "sagemaker_rl.")]
-    assert "sagemaker_rl.local_mode" not in names and "sagemaker_rl.pipeline" in names
+    assert "sagemaker_rl.ray_launcher" in names
+    assert not {"sagemaker_rl.local_mode", "sagemaker_rl.pipeline"} & set(
+        names
+    )  # offline, notebook
     code = (
         "import importlib, sys; sys.modules['sagemaker_offline'] = None; sys.modules['moto'] = None; "
         f"[importlib.import_module(n) for n in {names!r}]; print('imported', len({names!r}))"
@@ -556,7 +558,7 @@ def record_training_job(offline_aws, name: str) -> dict:
         TrainingJobName=name,
         AlgorithmSpecification={"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1",
                                 "TrainingInputMode": "File"},
-        RoleArn=pipeline.ensure_role(offline_aws.client("iam"), "ddrl-test"),
+        RoleArn=account.ensure_role(offline_aws.client("iam"), "ddrl-test"),
         OutputDataConfig={"S3OutputPath": "s3://ddrl-test/jobs"},
         ResourceConfig={"InstanceType": "ml.c5.4xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
         StoppingCondition={"MaxRuntimeInSeconds": 600},
@@ -588,7 +590,7 @@ def test_on_aws_the_metrics_are_sagemakers_own(offline_aws):
         "metrics-job",
         [(described["TrainingStartTime"], n, v) for n, v in values.items()],
     )
-    frame = pipeline.job_metrics(
+    frame = monitoring.job_metrics(
         offline_aws.client("sagemaker"),
         cloudwatch,
         offline_aws.client("logs"),
@@ -598,7 +600,7 @@ def test_on_aws_the_metrics_are_sagemakers_own(offline_aws):
     assert len(frame) == 1 and {"minutes", *values} <= set(frame.columns), frame
     for name, value in values.items():
         assert frame[name].iloc[0] == value
-    pipeline.plot_metrics(frame, "metrics-job")  # the notebook's figure takes either source
+    monitoring.plot_metrics(frame, "metrics-job")  # the notebook's figure takes either source
 
 
 def test_metrics_pair_values_of_the_same_iteration(offline_aws):
@@ -612,7 +614,7 @@ def test_metrics_pair_values_of_the_same_iteration(offline_aws):
     put_points(cloudwatch, "pairing-job", points)
     described = {"TrainingJobName": "pairing-job", "TrainingStartTime": started,
                  "TrainingEndTime": started + 6 * minute}  # fmt: skip
-    frame = pipeline.sagemaker_metrics(cloudwatch, described)
+    frame = monitoring.sagemaker_metrics(cloudwatch, described)
     assert frame["training_iteration"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
     paired = frame.dropna(subset=["episode_return_mean"])
     assert (paired["episode_return_mean"] == 10 * paired["training_iteration"]).all(), frame
@@ -622,7 +624,7 @@ def test_metrics_of_a_starting_job_and_of_a_long_one_do_not_raise(offline_aws):
     cloudwatch = offline_aws.client("cloudwatch")
     # while a job starts, AWS's description has no TrainingStartTime: no rows, no KeyError
     starting = {"TrainingJobName": "starting-job", "TrainingJobStatus": "InProgress"}
-    assert pipeline.sagemaker_metrics(cloudwatch, starting).empty
+    assert monitoring.sagemaker_metrics(cloudwatch, starting).empty
     # 30 hours, a point a minute: one request of a minute's period would ask for 1,800 points
     started = record_training_job(offline_aws, "long-job")["TrainingStartTime"]
     minute = datetime.timedelta(minutes=1)
@@ -641,10 +643,10 @@ def test_metrics_of_a_starting_job_and_of_a_long_one_do_not_raise(offline_aws):
     cloudwatch.get_metric_statistics = counted
     described = {"TrainingJobName": "long-job", "TrainingStartTime": started,
                  "TrainingEndTime": started + 30 * 60 * minute}  # fmt: skip
-    frame = pipeline.sagemaker_metrics(cloudwatch, described)
+    frame = monitoring.sagemaker_metrics(cloudwatch, described)
     asked = (30 * 60 + 1) * 60 / periods[0]
-    assert asked <= pipeline.CLOUDWATCH_MAX_POINTS, periods
-    assert 0 < len(frame) <= pipeline.CLOUDWATCH_MAX_POINTS
+    assert asked <= monitoring.CLOUDWATCH_MAX_POINTS, periods
+    assert 0 < len(frame) <= monitoring.CLOUDWATCH_MAX_POINTS
     assert frame["training_iteration"].is_monotonic_increasing
 
 
@@ -678,44 +680,44 @@ class PagedLogs:
 
 def test_the_log_reader_reads_past_an_empty_page():
     logs = PagedLogs([["first"], [], ["after an empty page"], []])
-    assert [m for _, m in pipeline.log_lines(logs, "job")] == ["first", "after an empty page"]
+    assert [m for _, m in monitoring.log_lines(logs, "job")] == ["first", "after an empty page"]
 
 
 def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws):
     iam, s3, sm, ecr, logs = (
         offline_aws.client(n) for n in ("iam", "s3", "sagemaker", "ecr", "logs")
     )
-    bucket = pipeline.ensure_bucket(s3, "ddrl-cleanup-test", "us-west-2")
+    bucket = account.ensure_bucket(s3, "ddrl-cleanup-test", "us-west-2")
     for key in ("run/a.txt", "run/sub/b.txt", "other/c.txt"):
         s3.put_object(Bucket=bucket, Key=key, Body=b"x")
-    assert pipeline.delete_prefix(s3, bucket, "run/") == 2
+    assert cleanup.delete_prefix(s3, bucket, "run/") == 2
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["other/c.txt"]
 
     try:
-        logs.create_log_group(logGroupName=pipeline.LOG_GROUP)
+        logs.create_log_group(logGroupName=monitoring.LOG_GROUP)
     except logs.exceptions.ResourceAlreadyExistsException:
         pass
     for stream in ("cleanup-1/algo-1-1", "cleanup-1/algo-2-1", "cleanup-2/algo-1-1"):
-        logs.create_log_stream(logGroupName=pipeline.LOG_GROUP, logStreamName=stream)
-    assert pipeline.delete_log_streams(logs, ["cleanup-1"]) == 2
+        logs.create_log_stream(logGroupName=monitoring.LOG_GROUP, logStreamName=stream)
+    assert cleanup.delete_log_streams(logs, ["cleanup-1"]) == 2
     left = logs.describe_log_streams(
-        logGroupName=pipeline.LOG_GROUP, logStreamNamePrefix="cleanup-"
+        logGroupName=monitoring.LOG_GROUP, logStreamNamePrefix="cleanup-"
     )
     assert [s["logStreamName"] for s in left["logStreams"]] == ["cleanup-2/algo-1-1"]
 
-    pipeline.ensure_repository(ecr, "ddrl-cleanup-test")
-    assert pipeline.delete_repository(ecr, "ddrl-cleanup-test")
-    assert not pipeline.delete_repository(ecr, "ddrl-cleanup-test")
+    image.ensure_repository(ecr, "ddrl-cleanup-test")
+    assert cleanup.delete_repository(ecr, "ddrl-cleanup-test")
+    assert not cleanup.delete_repository(ecr, "ddrl-cleanup-test")
 
     # a deployment that failed after its model: the model goes, the rest was never made
-    role = pipeline.ensure_role(iam, "ddrl-test", name=pipeline.ROLE_NAME)
+    role = account.ensure_role(iam, "ddrl-test", name=account.ROLE_NAME)
     sm.create_model(ModelName="half", ExecutionRoleArn=role,
                     PrimaryContainer={"Image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1"})  # fmt: skip
-    assert pipeline.delete_endpoint(sm, "half") == ["model"]
+    assert cleanup.delete_endpoint(sm, "half") == ["model"]
     assert "half" not in [m["ModelName"] for m in sm.list_models()["Models"]]
 
-    other = pipeline.ensure_role(iam, "ddrl-test", name="someone-elses")
-    assert "kept the role someone-elses" in pipeline.delete_created_role(iam, other)
-    assert pipeline.delete_created_role(iam, role) == f"deleted the role {pipeline.ROLE_NAME}"
+    other = account.ensure_role(iam, "ddrl-test", name="someone-elses")
+    assert "kept the role someone-elses" in cleanup.delete_created_role(iam, other)
+    assert cleanup.delete_created_role(iam, role) == f"deleted the role {account.ROLE_NAME}"
     names = [r["RoleName"] for r in iam.list_roles()["Roles"]]
-    assert pipeline.ROLE_NAME not in names and "someone-elses" in names
+    assert account.ROLE_NAME not in names and "someone-elses" in names

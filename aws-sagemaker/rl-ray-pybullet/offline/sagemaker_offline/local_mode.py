@@ -51,9 +51,9 @@ from sagemaker.core.s3.utils import parse_s3_url
 
 import sagemaker_rl
 from ddrl.errors import UserError
+from sagemaker_notebook.monitoring import LOG_GROUP, download_prefix
 from sagemaker_offline.contract_writer import write_contract
 from sagemaker_rl.init import PIDFILE_VARIABLE
-from sagemaker_rl.pipeline import LOG_GROUP, download_prefix
 
 _KEPT_VARIABLES = {
     "PATH",

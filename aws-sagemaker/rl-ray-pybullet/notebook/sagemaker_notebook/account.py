@@ -1,0 +1,158 @@
+"""The account's side of a run: the S3 bucket and the execution role SageMaker assumes.
+
+Used by ``humanoid-pipeline.ipynb``; each works the same against real AWS and against the
+offline moto server of ``MODE = "local"`` (``sagemaker_offline``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ddrl.errors import UserError
+
+
+def ensure_bucket(s3, bucket: str, region: str) -> str:
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except s3.exceptions.ClientError:
+        config = (
+            {}
+            if region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        )
+        s3.create_bucket(Bucket=bucket, **config)
+    return bucket
+
+
+ROLE_NAME = "ddrl-sagemaker-execution"
+#: The marker file of a SageMaker notebook instance or Studio space: there, its own role runs jobs.
+SAGEMAKER_NOTEBOOK_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
+_SAGEMAKER_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "sagemaker.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+
+
+def resolve_role(iam, role_arn: str | None, bucket: str) -> str:
+    """The execution role of the jobs: ``role_arn`` if given (checked: it exists and SageMaker may
+    assume it); on a SageMaker notebook instance or Studio, its own role; else one made here,
+    with S3 access to ``bucket`` only. A user's own (SSO or IAM user) identity is never used:
+    SageMaker cannot assume it."""
+    if role_arn:
+        return check_role(iam, role_arn)
+    if SAGEMAKER_NOTEBOOK_METADATA.is_file():
+        from sagemaker.core.helper.session_helper import get_execution_role
+
+        return get_execution_role()
+    try:
+        return ensure_role(iam, bucket)
+    except iam.exceptions.ClientError as err:
+        raise UserError(
+            f"cannot create the execution role {ROLE_NAME} ({err.response['Error']['Code']}). Set "
+            "ROLE_ARN to a role SageMaker may assume (trust: sagemaker.amazonaws.com) with S3 access "
+            f"to s3://{bucket}, e.g. arn:aws:iam::<account>:role/<name>."
+        ) from None
+
+
+def check_role(iam, role_arn: str) -> str:
+    """``role_arn`` if it exists and trusts SageMaker; else a UserError saying which is wrong."""
+    name = role_arn.rpartition("/")[2]
+    if ":role/" not in role_arn:
+        raise UserError(
+            f"ROLE_ARN {role_arn!r} is not a role ARN (arn:aws:iam::<account>:role/<name>); a "
+            "user's or an SSO session's ARN cannot run SageMaker jobs."
+        )
+    try:
+        role = iam.get_role(RoleName=name)["Role"]
+    except iam.exceptions.NoSuchEntityException:
+        raise UserError(f"ROLE_ARN {role_arn!r}: no such role in this account.") from None
+    trust = role.get("AssumeRolePolicyDocument") or {}
+    if isinstance(trust, str):
+        from urllib.parse import unquote
+
+        trust = json.loads(unquote(trust))
+    services = [
+        service
+        for statement in trust.get("Statement", [])
+        for service in _as_list((statement.get("Principal") or {}).get("Service"))
+    ]
+    if "sagemaker.amazonaws.com" not in services:
+        raise UserError(
+            f"ROLE_ARN {role_arn!r} does not let SageMaker assume it: add sagemaker.amazonaws.com "
+            "to its trust policy (Principal.Service), or leave ROLE_ARN empty to create one."
+        )
+    return role["Arn"]
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value] if value else []
+
+
+def bucket_policy(bucket: str) -> dict:
+    """S3 access to the run's bucket only (AmazonSageMakerFullAccess allows buckets whose name
+    contains 'sagemaker' only)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+                "Resource": f"arn:aws:s3:::{bucket}",
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+        ],
+    }
+
+
+def ensure_role(iam, bucket: str, name: str | None = None) -> str:
+    """An execution role SageMaker may assume: SageMaker, ECR and CloudWatch through
+    AmazonSageMakerFullAccess, S3 on ``bucket`` (inline); created if missing, the bucket's
+    access added if it lacks it."""
+    name = name or ROLE_NAME
+    try:
+        arn = iam.get_role(RoleName=name)["Role"]["Arn"]
+    except iam.exceptions.NoSuchEntityException:
+        arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(_SAGEMAKER_TRUST))[
+            "Role"
+        ]["Arn"]
+        try:
+            iam.attach_role_policy(
+                RoleName=name, PolicyArn="arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"
+            )
+        except iam.exceptions.NoSuchEntityException:
+            # moto has no AWS-managed policies: the same needs (but S3), inline
+            actions = [
+                "ecr:GetAuthorizationToken",
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+                "logs:*",
+                "cloudwatch:PutMetricData",
+                "ec2:*NetworkInterface*",
+                "ec2:Describe*",
+            ]
+            iam.put_role_policy(
+                RoleName=name,
+                PolicyName="ddrl-sagemaker-training",
+                PolicyDocument=json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+                    }
+                ),
+            )
+    iam.put_role_policy(
+        RoleName=name,
+        PolicyName=f"ddrl-s3-{bucket}"[:128],
+        PolicyDocument=json.dumps(bucket_policy(bucket)),
+    )
+    return arn

@@ -1,0 +1,71 @@
+"""The training image: its ECR repository, its tag (a hash of what goes into it), its build and push.
+
+Used by ``humanoid-pipeline.ipynb``; each works the same against real AWS and against the
+offline moto server of ``MODE = "local"`` (``sagemaker_offline``)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from sagemaker_notebook.parameters import PIPELINE_DIR, REPO_DIR
+
+
+def ensure_repository(ecr, name: str) -> str:
+    try:
+        return ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryUri"]
+    except ecr.exceptions.RepositoryNotFoundException:
+        return ecr.create_repository(repositoryName=name)["repository"]["repositoryUri"]
+
+
+#: what goes into the image, for its tag (relative to the repository root)
+IMAGE_INPUTS = (
+    "requirements.txt",
+    "pyproject.toml",
+    "cte-power/ddrl",
+    "cte-power/trainings",
+    "aws-sagemaker/rl-ray-pybullet/Dockerfile",
+    "aws-sagemaker/rl-ray-pybullet/common",
+    "aws-sagemaker/rl-ray-pybullet/src",
+)
+
+
+def image_tag() -> str:
+    """A tag that names what the image holds: the first 12 hex digits of a hash of its inputs.
+    A job records its image by tag, so a restarted spot job pulls the image it started with, not
+    whatever was pushed as ``latest`` since."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in IMAGE_INPUTS:
+        root = REPO_DIR / name
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPO_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def build_commands(image_uri: str, gpu: bool) -> list[list[str]]:
+    """``docker build`` (from the repository root: the image takes the shared core) and ``docker push``."""
+    # SageMaker runs x86-64 (amd64) images: said explicitly, so that a build on an Apple-silicon
+    # laptop does not make an arm64 image that fails on AWS
+    build = ["docker", "build", "--platform", "linux/amd64", "-f", str(PIPELINE_DIR / "Dockerfile")]
+    build += ["-t", image_uri]
+    if not gpu:  # CPU instances: torch's CPU wheel (a smaller image); GPU ones take the CUDA build
+        build += ["--build-arg", "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"]
+    return [build + [str(REPO_DIR)], ["docker", "push", image_uri]]
+
+
+def build_and_push(ecr, image_uri: str, gpu: bool) -> None:
+    import base64
+
+    token = ecr.get_authorization_token()["authorizationData"][0]
+    user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
+    subprocess.run(
+        ["docker", "login", "--username", user, "--password-stdin", token["proxyEndpoint"]],
+        input=password.encode(),
+        check=True,
+    )
+    for command in build_commands(image_uri, gpu):
+        print("$", " ".join(command), flush=True)
+        subprocess.run(command, check=True)

@@ -1,0 +1,50 @@
+"""What a training job gets: the staged source (entry points + sagemaker_rl), the Ray token, the metric regexes.
+
+Used by ``humanoid-pipeline.ipynb``; each works the same against real AWS and against the
+offline moto server of ``MODE = "local"`` (``sagemaker_offline``)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+
+from sagemaker.core.s3.utils import parse_s3_url
+
+from sagemaker_notebook.parameters import PIPELINE_DIR
+from sagemaker_rl import metrics
+
+
+def stage_source(destination: Path) -> Path:
+    """src/ entry points + common/sagemaker_rl beside them: what the job's 'code' channel holds."""
+    destination = Path(destination)
+    if destination.exists():
+        shutil.rmtree(destination)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PIPELINE_DIR / "src", destination, ignore=ignore)
+    shutil.copytree(
+        PIPELINE_DIR / "common" / "sagemaker_rl", destination / "sagemaker_rl", ignore=ignore
+    )
+    return destination
+
+
+def upload_folder(s3, folder: Path, uri: str) -> list[str]:
+    bucket, prefix = parse_s3_url(uri)
+    keys = []
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file():
+            key = f"{prefix.rstrip('/')}/{path.relative_to(folder)}"
+            s3.upload_file(str(path), bucket, key)
+            keys.append(key)
+    return keys
+
+
+def new_auth_token() -> str:
+    """A fresh Ray token per job, passed in the job's environment (DDRL_RAY_AUTH_TOKEN)."""
+    return secrets.token_hex(32)
+
+
+def metric_definitions(definitions=metrics.TRAINING_METRIC_DEFINITIONS):
+    from sagemaker.core.shapes import MetricDefinition
+
+    return [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in definitions]
