@@ -196,147 +196,235 @@ def run_job(
         logs = session.client("logs")
     except Exception:
         logs = None
-    desc = sm.describe_training_job(TrainingJobName=job_name)
-    spec = desc["AlgorithmSpecification"]
-    if not spec.get("ContainerEntrypoint"):
-        raise UserError(
-            f"job {job_name} has no ContainerEntrypoint: local mode runs jobs created by ModelTrainer "
-            "with a SourceCode (the SDK's container driver)."
-        )
-    groups = instance_groups_of(desc["ResourceConfig"])
-    hosts = [host for _, _, members in groups for host in members]
-    count = len(hosts)
-    output_path = desc["OutputDataConfig"]["S3OutputPath"].rstrip("/")
-    job_output = f"{output_path}/{job_name}/output"
-    checkpoint_uri = (desc.get("CheckpointConfig") or {}).get("S3Uri")
-    root = Path(work_dir).resolve() / job_name
-    if root.exists():
-        shutil.rmtree(root)
+    job = _Job.describe(sm, job_name, Path(work_dir).resolve() / job_name)
+    env = _container_environment(job, environment)
+    bases = {host: _lay_out_host(job, host, s3, image, echo) for host in job.hosts}
 
-    # A container starts with a clean environment: the image's, SageMaker's and the job's. Keep
-    # from ours only what this machine needs to stand in for the image (Python, AWS, Ray's temp dir).
+    started = time.time()
+    streams = {host: f"{job_name}/{host}-{int(started)}" for host in job.hosts}
+    shippers = {host: LogShipper(logs, streams[host]) for host in job.hosts}
+    uploaders = _continuous_uploads(job, s3, bases)
+    kinds = ", ".join(f"{len(members)} x {kind}" for _, kind, members in job.groups)
+    echo(f"[local mode] job {job_name}: {len(job.hosts)} host(s) ({kinds}) under {job.root}")
+
+    hosts = _Hosts.start(job, bases, env, image, int(started), echo)
+    log_file = job.root / "training.log"
+    with log_file.open("w") as log:
+        pumps = hosts.pump_output(log, echo, shippers)
+        _wait(job, hosts, uploaders, shippers, started, sync_s, echo)
+        for thread in pumps:
+            thread.join(timeout=10)
+    for uploader in uploaders:
+        uploader.sync()
+    for shipper in shippers.values():
+        shipper.flush()
+    result = _finish(job, s3, bases, hosts.exit_codes(), log_file, started, list(streams.values()))
+    echo(
+        f"[local mode] job {job_name} {'completed' if result.succeeded else 'FAILED'} in "
+        f"{result.seconds:.0f} s; model artifact {result.model_artifact}"
+    )
+    if check and not result.succeeded:
+        raise UserError(
+            f"local training job {job_name} failed: {result.failure_reason} (log: {log_file})"
+        )
+    return result
+
+
+@dataclass
+class _Job:
+    """What ``DescribeTrainingJob`` says of a job, as the steps of ``run_job`` need it."""
+
+    name: str
+    description: dict
+    command: list[str]
+    groups: list[tuple[str, str, list[str]]]
+    root: Path  # the hosts' trees, <work dir>/<job>/<host>/
+
+    @classmethod
+    def describe(cls, sm, name: str, root: Path) -> "_Job":
+        description = sm.describe_training_job(TrainingJobName=name)
+        spec = description["AlgorithmSpecification"]
+        if not spec.get("ContainerEntrypoint"):
+            raise UserError(
+                f"job {name} has no ContainerEntrypoint: local mode runs jobs created by "
+                "ModelTrainer with a SourceCode (the SDK's container driver)."
+            )
+        if root.exists():
+            shutil.rmtree(root)
+        command = spec["ContainerEntrypoint"] + spec.get("ContainerArguments", [])
+        return cls(
+            name, description, command, instance_groups_of(description["ResourceConfig"]), root
+        )
+
+    @property
+    def hosts(self) -> list[str]:
+        return [host for _, _, members in self.groups for host in members]
+
+    @property
+    def checkpoint_uri(self) -> str | None:
+        return (self.description.get("CheckpointConfig") or {}).get("S3Uri")
+
+    @property
+    def output_uri(self) -> str:
+        output_path = self.description["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+        return f"{output_path}/{self.name}/output"
+
+
+def _container_environment(job: _Job, environment: dict | None) -> dict:
+    """A container starts with a clean environment: the image's, SageMaker's and the job's. Keep
+    from ours only what this machine needs to stand in for the image (Python, AWS, Ray's temp dir)."""
     env = {
         k: v for k, v in os.environ.items() if k in _KEPT_VARIABLES or k.startswith(_KEPT_PREFIXES)
     }
-    env.update(desc.get("Environment") or {})
+    env.update(job.description.get("Environment") or {})
     env.update(environment or {})
     env.update(
         {
-            "TRAINING_JOB_NAME": job_name,
-            "TRAINING_JOB_ARN": desc["TrainingJobArn"],
+            "TRAINING_JOB_NAME": job.name,
+            "TRAINING_JOB_ARN": job.description["TrainingJobArn"],
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
             "PYTHONUNBUFFERED": "1",
         }
     )
-    if count > 1:
-        env.setdefault(
-            "DDRL_SM_HOST_IPS", ",".join(f"{h}=127.0.0.{i + 2}" for i, h in enumerate(hosts))
-        )
+    if len(job.hosts) > 1:  # one address per host on this machine, and the Ray ports
+        ips = ",".join(f"{h}=127.0.0.{i + 2}" for i, h in enumerate(job.hosts))
+        env.setdefault("DDRL_SM_HOST_IPS", ips)
         env.setdefault("DDRL_SM_RAY_PORT", str(_free_port()))
         env.setdefault("DDRL_SM_RAY_AGENT_PORT", str(_free_port()))
+    return env
 
-    bases: dict[str, Path] = {}
-    for host in hosts:
-        base = root / host
-        write_contract(
-            base,
-            desc.get("HyperParameters") or {},
-            current_host=host,
-            channels={c["ChannelName"]: None for c in desc.get("InputDataConfig") or []},
-            instance_groups=groups,
-        )
-        for channel in desc.get("InputDataConfig") or []:
-            source = channel["DataSource"].get("S3DataSource")
-            if source is None:
-                raise UserError(
-                    f"channel {channel['ChannelName']}: local mode reads S3 channels only."
-                )
-            download_prefix(s3, source["S3Uri"], base / "input" / "data" / channel["ChannelName"])
-        if checkpoint_uri:
-            download_prefix(s3, checkpoint_uri, base / "checkpoints")
-            restored = sum(1 for path in (base / "checkpoints").rglob("*") if path.is_file())
-            if restored and host == hosts[0]:
-                echo(f"[local mode] restored {restored} checkpoint file(s) from {checkpoint_uri}")
-        drivers = base / "input" / "data" / "sm_drivers"
-        for path in drivers.rglob("*") if image is None else ():  # a container has /opt/ml
-            if path.is_file() and path.suffix in (".py", ".sh", ".json"):
-                path.write_text(path.read_text().replace("/opt/ml", str(base)))
-        bases[host] = base
 
-    command = spec["ContainerEntrypoint"] + spec.get("ContainerArguments", [])
-    started = time.time()
-    log_file = root / "training.log"
-    streams = {host: f"{job_name}/{host}-{int(started)}" for host in hosts}
-    shippers = {host: LogShipper(logs, streams[host]) for host in hosts}
+def _lay_out_host(job: _Job, host: str, s3, image: str | None, echo) -> Path:
+    """The host's /opt/ml tree: config files, every input channel and the restored checkpoints."""
+    base = job.root / host
+    channels = job.description.get("InputDataConfig") or []
+    write_contract(
+        base,
+        job.description.get("HyperParameters") or {},
+        current_host=host,
+        channels={c["ChannelName"]: None for c in channels},
+        instance_groups=job.groups,
+    )
+    for channel in channels:
+        source = channel["DataSource"].get("S3DataSource")
+        if source is None:
+            raise UserError(f"channel {channel['ChannelName']}: local mode reads S3 channels only.")
+        download_prefix(s3, source["S3Uri"], base / "input" / "data" / channel["ChannelName"])
+    if job.checkpoint_uri:
+        download_prefix(s3, job.checkpoint_uri, base / "checkpoints")
+        restored = sum(1 for path in (base / "checkpoints").rglob("*") if path.is_file())
+        if restored and host == job.hosts[0]:
+            echo(f"[local mode] restored {restored} checkpoint file(s) from {job.checkpoint_uri}")
+    drivers = base / "input" / "data" / "sm_drivers"
+    for path in drivers.rglob("*") if image is None else ():  # a container has /opt/ml
+        if path.is_file() and path.suffix in (".py", ".sh", ".json"):
+            path.write_text(path.read_text().replace("/opt/ml", str(base)))
+    return base
+
+
+def _continuous_uploads(job: _Job, s3, bases: dict[str, Path]) -> list[Uploader]:
+    """What SageMaker uploads while a job runs: the TensorBoard folder and the checkpoints."""
     uploaders = []
-    tensorboard = desc.get("TensorBoardOutputConfig") or {}
-    if tensorboard.get("S3OutputPath"):  # SageMaker's own upload of the job's TensorBoard folder
-        local = tensorboard.get("LocalPath") or "/opt/ml/output/tensorboard"
+    tensorboard = job.description.get("TensorBoardOutputConfig") or {}
+    if tensorboard.get("S3OutputPath"):
+        local = Path(tensorboard.get("LocalPath") or "/opt/ml/output/tensorboard")
         uploaders += [
-            Uploader(
-                s3, bases[host] / Path(local).relative_to("/opt/ml"), tensorboard["S3OutputPath"]
-            )
-            for host in hosts
+            Uploader(s3, base / local.relative_to("/opt/ml"), tensorboard["S3OutputPath"])
+            for base in bases.values()
         ]
-    if checkpoint_uri:
+    if job.checkpoint_uri:
         uploaders += [
-            Uploader(s3, bases[host] / "checkpoints", checkpoint_uri, skip_hidden=False)
-            for host in hosts
+            Uploader(s3, base / "checkpoints", job.checkpoint_uri, skip_hidden=False)
+            for base in bases.values()
         ]
-    kinds = ", ".join(f"{len(members)} x {kind}" for _, kind, members in groups)
-    echo(f"[local mode] job {job_name}: {count} host(s) ({kinds}) under {root}")
+    return uploaders
 
-    processes = {}
-    log = log_file.open("w")
-    lock = threading.Lock()
 
-    def pump(host: str, stream) -> None:
-        for raw in iter(stream.readline, b""):
-            line = raw.decode(errors="replace").rstrip("\n")
-            shown = f"[{host}] {line}" if count > 1 else line
-            with lock:
-                log.write(shown + "\n")
-                log.flush()
-                echo(shown)
-            shippers[host].add(line)
+@dataclass
+class _Hosts:
+    """Each host's process: the job's command as PID 1 of its namespace, or of its container."""
 
-    as_pid1 = [] if image else pid_namespace_prefix()
-    if not as_pid1 and not image:
-        echo("[local mode] no PID namespaces here: a stop signals each host's process group")
-    containers = {host: f"{job_name}-{host}-{int(started)}" for host in hosts} if image else {}
-    for host in hosts:
-        if image:
+    processes: dict[str, subprocess.Popen]
+    as_pid1: list[str]
+    containers: dict[str, str]  # host -> container name, with an image
+
+    @classmethod
+    def start(cls, job: _Job, bases, env: dict, image: str | None, started: int, echo) -> "_Hosts":
+        as_pid1 = [] if image else pid_namespace_prefix()
+        if not as_pid1 and not image:
+            echo("[local mode] no PID namespaces here: a stop signals each host's process group")
+        containers = {h: f"{job.name}-{h}-{started}" for h in job.hosts} if image else {}
+        processes = {}
+        for host, base in bases.items():
+            if image:
+                command, host_env = (
+                    _docker_run(image, containers[host], base, job.command, env),
+                    None,
+                )
+            else:
+                command = as_pid1 + [part.replace("/opt/ml", str(base)) for part in job.command]
+                host_env = {
+                    **env,
+                    "DDRL_SM_BASE_DIR": str(base),
+                    "BASH_ENV": str(BASH_ENV_FILE),  # as the image's ENV
+                    PIDFILE_VARIABLE: str(base / "ddrl-training.pid"),  # /tmp is shared here
+                }
             processes[host] = subprocess.Popen(
-                _docker_run(image, containers[host], bases[host], command, env),
+                command,
+                cwd=None if image else base,
+                env=host_env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            continue
-        host_env = {
-            **env,
-            "DDRL_SM_BASE_DIR": str(bases[host]),
-            "BASH_ENV": str(BASH_ENV_FILE),  # as the image's ENV
-            PIDFILE_VARIABLE: str(bases[host] / "ddrl-training.pid"),  # /tmp is shared here
-        }
-        processes[host] = subprocess.Popen(
-            as_pid1 + [part.replace("/opt/ml", str(bases[host])) for part in command],
-            cwd=bases[host],
-            env=host_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    pumps = [
-        threading.Thread(target=pump, args=(h, p.stdout), daemon=True) for h, p in processes.items()
-    ]
-    for thread in pumps:
-        thread.start()
+        return cls(processes, as_pid1, containers)
 
-    max_runtime = (desc.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
-    stopped = False
-    last_sync = time.time()
-    while any(p.poll() is None for p in processes.values()):
+    def pump_output(self, log, echo, shippers: dict[str, LogShipper]) -> list[threading.Thread]:
+        """Each host's output, as it comes, to ``log``, ``echo`` and its CloudWatch stream."""
+        lock, prefixed = threading.Lock(), len(self.processes) > 1
+
+        def pump(host: str, stream) -> None:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode(errors="replace").rstrip("\n")
+                shown = f"[{host}] {line}" if prefixed else line
+                with lock:
+                    log.write(shown + "\n")
+                    log.flush()
+                    echo(shown)
+                shippers[host].add(line)
+
+        threads = [
+            threading.Thread(target=pump, args=(h, p.stdout), daemon=True)
+            for h, p in self.processes.items()
+        ]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.processes.values())
+
+    def stop(self) -> None:
+        """SageMaker's stop: SIGTERM to each host's PID 1 (``docker kill`` for a container)."""
+        for host, process in self.processes.items():
+            if self.containers:
+                subprocess.run(
+                    ["docker", "kill", "--signal", "TERM", self.containers[host]],
+                    capture_output=True,
+                )
+            else:
+                _stop(process, self.as_pid1)
+
+    def exit_codes(self) -> dict[str, int]:
+        return {h: p.returncode for h, p in self.processes.items()}
+
+
+def _wait(job: _Job, hosts: _Hosts, uploaders, shippers, started: float, sync_s: float, echo):
+    """Until every host ends: uploads and log events every ``sync_s``; the stop at the job's
+    ``MaxRuntimeInSeconds``."""
+    max_runtime = (job.description.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+    stopped, last_sync = False, time.time()
+    while hosts.running():
         time.sleep(0.5)
         if time.time() - last_sync >= sync_s:
             for uploader in uploaders:
@@ -349,57 +437,35 @@ def run_job(
                 f"[local mode] MaxRuntimeInSeconds ({max_runtime}) reached: stopping the job (SIGTERM)"
             )
             stopped = True
-            for host, p in processes.items():
-                if image:  # SageMaker's stop: SIGTERM to the container's PID 1
-                    subprocess.run(
-                        ["docker", "kill", "--signal", "TERM", containers[host]],
-                        capture_output=True,
-                    )
-                else:
-                    _stop(p, as_pid1)
-    for thread in pumps:
-        thread.join(timeout=10)
-    log.close()
-    for uploader in uploaders:
-        uploader.sync()
-    for shipper in shippers.values():
-        shipper.flush()
+            hosts.stop()
 
-    codes = {h: p.returncode for h, p in processes.items()}
+
+def _finish(job: _Job, s3, bases, codes: dict, log_file: Path, started: float, streams) -> LocalJob:
+    """The job's end as SageMaker's: model.tar.gz and output.tar.gz of all hosts, the failure
+    reason from the hosts' output/failure files."""
     exit_code = next((c for c in codes.values() if c), 0)
     model_uri = _upload_tarball(
-        s3, [bases[h] / "model" for h in hosts], f"{job_output}/model.tar.gz"
+        s3, [base / "model" for base in bases.values()], f"{job.output_uri}/model.tar.gz"
     )
     output_uri = _upload_tarball(
-        s3, [bases[h] / "output" / "data" for h in hosts], f"{job_output}/output.tar.gz"
+        s3, [base / "output" / "data" for base in bases.values()], f"{job.output_uri}/output.tar.gz"
     )
     failure = None
     if exit_code:
-        reasons = [
-            bases[h] / "output" / "failure"
-            for h in hosts
-            if (bases[h] / "output" / "failure").is_file()
-        ]
-        failure = " ".join(r.read_text().strip() for r in reasons) or f"exit codes {codes}"
-    seconds = time.time() - started
-    echo(
-        f"[local mode] job {job_name} {'completed' if not exit_code else 'FAILED'} in {seconds:.0f} s; "
-        f"model artifact {model_uri}"
-    )
-    job = LocalJob(
-        job_name,
+        reasons = [base / "output" / "failure" for base in bases.values()]
+        failure = " ".join(r.read_text().strip() for r in reasons if r.is_file())
+        failure = failure or f"exit codes {codes}"
+    return LocalJob(
+        job.name,
         exit_code,
         bases,
         model_uri,
         output_uri,
         log_file,
         failure,
-        seconds,
-        list(streams.values()),
+        time.time() - started,
+        streams,
     )
-    if check and exit_code:
-        raise UserError(f"local training job {job_name} failed: {failure} (log: {log_file})")
-    return job
 
 
 def _docker_run(image: str, name: str, base: Path, command: list[str], env: dict) -> list[str]:
