@@ -10,6 +10,7 @@ from helpers import CTE_POWER, run_script
 from ddrl.analysis import learning_report as report
 from ddrl.analysis.rl_stats import bootstrap_ci
 from ddrl.bench import learning as lb
+from ddrl.errors import UserError
 
 BENCH = CTE_POWER / "scripts" / "bench" / "learning-benchmark.py"
 
@@ -197,15 +198,35 @@ def test_a_stopped_process_does_not_count_as_training_time():
 
 @pytest.mark.parametrize("algorithm", ["SAC", "TD3", "PPO"])
 def test_one_key_table_both_ways(algorithm):
-    """The benchmark's hyperparameters, written into our experiment (every key a setting RLlib
-    accepts for the algorithm) and read back through the same table, are the same."""
+    """The benchmark's settings read as SB3's hyperparameters, written back into an experiment
+    (every key a setting RLlib accepts for the algorithm) and read again, are the same."""
     from ddrl.bench import sb3
     from ddrl.pipeline import validation
 
     run = lb.Run("ours", algorithm, "HopperBulletEnv-v0", 0, 1000)
-    experiment = validation.validate(lb.our_experiment(run, 500, 1), lb.TOOLKIT)
-    read = sb3.hyperparameters(experiment)
-    assert {k: read[k] for k in lb.HYPERPARAMETERS[algorithm]} == lb.HYPERPARAMETERS[algorithm]
+    read = sb3.hyperparameters(lb.experiment_of(run))
+    raw = {"env": run.env, "algorithm": algorithm, "stop": {"env_steps": 1000}}
+    again = sb3.hyperparameters(
+        validation.validate({**raw, **sb3.experiment_groups(algorithm, read)}, lb.TOOLKIT)
+    )
+    assert again == read
+
+
+@pytest.mark.parametrize("algorithm", ["SAC", "TD3", "PPO"])
+def test_benchmark_settings_are_the_shipped_files_per_env_sections(algorithm):
+    """The benchmark trains each env with the settings its algorithm's file keeps for that env
+    (RL Zoo3's layout); an env the file has no settings for is refused."""
+    from ddrl.paths import TRAININGS_DIR
+    from ddrl.pipeline import validation
+
+    path = TRAININGS_DIR / lb.TOOLKIT / lb.CONFIGS[algorithm]
+    for env in ("HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"):
+        shipped = validation.load_experiment(path, lb.TOOLKIT, [f"env={env}"])
+        ours = lb.experiment_of(lb.Run("ours", algorithm, env, 0, 1000))
+        assert ours.rllib["training"] == shipped.rllib["training"]
+        assert ours.rllib.get("rl_module") == shipped.rllib.get("rl_module")
+    with pytest.raises(UserError, match="no per_env settings for HumanoidBulletEnv-v0"):
+        lb.our_experiment(lb.Run("ours", algorithm, "HumanoidBulletEnv-v0", 0, 1000), 500, 1)
 
 
 def test_keys_an_experiment_leaves_out_are_rllibs_defaults():

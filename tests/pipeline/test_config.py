@@ -272,3 +272,57 @@ def test_result_keys_are_rllibs_metric_names():
     assert results.ENV_STEPS == NUM_ENV_STEPS_SAMPLED_LIFETIME
     assert results.MEAN_RETURN == f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
     assert results.EVAL_RETURN == f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
+
+
+PER_ENV = """
+env: HumanoidBulletEnv-v0
+algorithm: SAC
+stop: {env_steps: 1000}
+training: {actor_lr: 0.001, critic_lr: 0.001, actor_hiddens: [64, 64]}
+per_env:
+  HopperBulletEnv-v0:
+    stop: {env_steps: 2000}
+    training: {actor_lr: 0.0003}
+"""
+
+
+def test_per_env_settings_apply_to_their_env_under_the_overrides(tmp_path):
+    """As RL Zoo3's files keyed by env: the file's settings, then the env's, then --set."""
+    path = tmp_path / "sac.yaml"
+    path.write_text(PER_ENV)
+
+    def training(*overrides):
+        experiment = validation.load_experiment(path, "pybullet-envs", list(overrides))
+        return experiment.env, experiment.stop, experiment.rllib["training"]
+
+    env, stop, own = training()
+    assert (env, stop["env_steps"], own["actor_lr"]) == ("HumanoidBulletEnv-v0", 1000, 0.001)
+    env, stop, hopper = training("env=HopperBulletEnv-v0")
+    assert (env, stop["env_steps"], hopper["actor_lr"]) == ("HopperBulletEnv-v0", 2000, 0.0003)
+    assert hopper["critic_lr"] == 0.001 and hopper["actor_hiddens"] == [64, 64]  # the file's own
+    _, _, overridden = training("env=HopperBulletEnv-v0", "training.actor_lr=0.01")
+    assert overridden["actor_lr"] == 0.01
+    _, _, walker = training("env=Walker2DBulletEnv-v0")  # no section: the file's own settings
+    assert walker["actor_lr"] == 0.001
+
+
+@pytest.mark.parametrize(
+    ("section", "words"),
+    [
+        (
+            "  HoperBulletEnv-v0: {training: {lr: 0.1}}",
+            ["unknown environment 'HoperBulletEnv-v0'", "Did you mean 'HopperBulletEnv-v0'"],
+        ),
+        (
+            "  HopperBulletEnv-v0: {algorithm: TD3}",
+            ["unknown key 'algorithm'", "per_env.HopperBulletEnv-v0"],
+        ),
+        ("  HopperBulletEnv-v0: [1, 2]", ["'per_env.HopperBulletEnv-v0'", "mapping"]),
+    ],
+)
+def test_bad_per_env_sections_are_refused(tmp_path, section, words):
+    path = tmp_path / "sac.yaml"
+    path.write_text(PER_ENV.split("per_env:")[0] + "per_env:\n" + section + "\n")
+    with pytest.raises(UserError) as err:
+        validation.load_experiment(path, "pybullet-envs")
+    assert all(word in str(err.value) for word in words), str(err.value)

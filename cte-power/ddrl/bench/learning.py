@@ -20,52 +20,16 @@ import numpy as np
 import pandas as pd
 
 from ddrl.bench import sb3
+from ddrl.errors import UserError
 
 TOOLKIT = "pybullet-envs"
 #: cpu_s: the run's own CPU time (training only), which other load on the machine does not inflate
 CURVE_COLUMNS = ("env_steps", "wall_s", "cpu_s", "smoothed_return", "eval_return")
 
-#: Shared hyperparameters (the PPO paper's MuJoCo settings, SB3's defaults for SAC/TD3 with
-#: [256, 256] networks), under SB3's names; ours are derived through ``sb3.KEYS``.
-_OFF_POLICY = {
-    "gamma": 0.99,
-    "tau": 0.005,
-    "batch_size": 256,
-    "actor_hiddens": [256, 256],
-    "critic_hiddens": [256, 256],
-    "learning_starts": 5000,
-    "buffer_size": 1_000_000,
-}
-HYPERPARAMETERS = {
-    "SAC": {**_OFF_POLICY, "lr": 3e-4, "initial_alpha": 1.0},
-    "TD3": {
-        **_OFF_POLICY,
-        "lr": 1e-3,
-        "exploration_noise": 0.1,
-        "target_noise": 0.2,
-        "target_noise_clip": 0.5,
-        "policy_delay": 2,
-    },
-    "PPO": {
-        "lr": 3e-4,
-        "gamma": 0.99,
-        "gae_lambda": 0.95,
-        "clip": 0.2,
-        "num_envs": 8,
-        "rollout": 2048,
-        "minibatch": 64,
-        "epochs": 10,
-        "hiddens": [64, 64],
-        "activation": "tanh",
-        "ent_coef": 0.0,
-        "vf_coef": 0.5,
-        "max_grad_norm": 0.5,
-        # SB3's PPO details, which RLlib's PPO does otherwise (ddrl.algorithms.ppo has them as options)
-        "orthogonal_init": True,
-        "adam_epsilon": 1e-5,
-        "advantages_per_minibatch": True,
-    },
-}
+#: The shipped experiment file of each algorithm: the benchmark trains each env with its
+#: ``per_env`` section (the shared settings, under RLlib's names); SB3 gets the same settings
+#: through ``sb3.hyperparameters``.
+CONFIGS = {"SAC": "sac.yaml", "TD3": "td3.yaml", "PPO": "ppo.yaml"}
 DEFAULT_BUDGETS = {"SAC": 50_000, "TD3": 50_000, "PPO": 500_000}
 #: Returns that count as "learned" for the steps-to-threshold columns (per env; override with --threshold).
 DEFAULT_THRESHOLDS = {
@@ -102,42 +66,48 @@ class Run:
         return not curve.empty and curve["env_steps"].max() >= self.budget
 
 
-def log_every(algorithm: str) -> int:
-    return HYPERPARAMETERS["PPO"]["rollout"] if algorithm == "PPO" else 1000
+def log_every(experiment) -> int:
+    """Env steps between curve rows: one PPO rollout, or 1000 off-policy env steps."""
+    if experiment.algorithm == "PPO":
+        return int(experiment.rllib["training"]["train_batch_size_per_learner"])
+    return 1000
 
 
 # ----------------------------------------------------------------------------------- ours
 def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
-    """The experiment file (as a dict) that trains ``run`` with ddrl."""
-    hp = HYPERPARAMETERS[run.algorithm]
-    raw = {
-        "env": run.env,
-        "algorithm": run.algorithm,
-        "stop": {"env_steps": run.budget},
-        "debugging": {"seed": run.seed},
-        # evaluate() is called by the benchmark itself, so that its time is kept apart
-        "evaluation": {
-            "evaluation_interval": 10**9,
-            "evaluation_duration": eval_episodes,
-            "evaluation_duration_unit": "episodes",
-            "evaluation_num_env_runners": 0,
-            "evaluation_config": {"explore": False},
-        },
+    """The experiment file (as a dict) that trains ``run`` with ddrl: the algorithm's shipped
+    file with the env's ``per_env`` settings, on one process, with the run's seed and budget."""
+    from ddrl.paths import TRAININGS_DIR
+    from ddrl.pipeline.experiment import read_experiment_file, read_yaml
+
+    path = TRAININGS_DIR / TOOLKIT / CONFIGS[run.algorithm]
+    raw = read_experiment_file(path, TOOLKIT, [f"env={run.env}"])
+    if run.env not in (read_yaml(path.read_text()).get("per_env") or {}):
+        raise UserError(f"{path.name} has no per_env settings for {run.env}; add them there.")
+    raw.pop("checkpoint", None)
+    raw["stop"] = {"env_steps": run.budget}
+    raw["debugging"] = {"seed": run.seed}
+    raw["env_runners"]["num_env_runners"] = 0  # one process a side
+    # evaluate() is called by the benchmark itself, so that its time is kept apart
+    raw["evaluation"] = {
+        "evaluation_interval": 10**9,
+        "evaluation_duration": eval_episodes,
+        "evaluation_duration_unit": "episodes",
+        "evaluation_num_env_runners": 0,
+        "evaluation_config": {"explore": False},
     }
-    raw.update(sb3.experiment_groups(run.algorithm, hp))
-    if run.algorithm == "PPO":
-        raw["training"]["use_kl_loss"] = False  # as SB3's PPO
-        raw["rl_module"]["model_config"]["free_log_std"] = True
-        return raw
-    raw["env_runners"] = {"num_env_runners": 0, "num_envs_per_env_runner": 1}
-    raw["reporting"] = {
-        "min_sample_timesteps_per_iteration": log_every(run.algorithm),
-        "min_time_s_per_iteration": 0,
-    }
-    raw["training"]["updates_per_env_step"] = 1.0
-    if run.algorithm == "SAC":
-        raw["training"]["twin_q"] = True
+    if run.algorithm != "PPO":  # one curve row per iteration
+        raw["reporting"] = {
+            "min_sample_timesteps_per_iteration": 1000,
+            "min_time_s_per_iteration": 0,
+        }
     return raw
+
+
+def experiment_of(run: Run, eval_every: int = 10**9, eval_episodes: int = 1):
+    from ddrl.pipeline import validation
+
+    return validation.validate(our_experiment(run, eval_every, eval_episodes), TOOLKIT)
 
 
 def train_ours(
@@ -153,12 +123,12 @@ def train_ours(
     import torch
 
     from ddrl.envs import toolkits
-    from ddrl.pipeline import results, validation
+    from ddrl.pipeline import results
     from ddrl.pipeline.callbacks import EPISODE_RETURNS
     from ddrl.pipeline.experiment import dump_yaml
 
     torch.set_num_threads(1)
-    experiment = validation.validate(our_experiment(run, eval_every, eval_episodes), TOOLKIT)
+    experiment = experiment_of(run, eval_every, eval_episodes)
     toolkits.register_env(TOOLKIT, experiment.env)
     ray.init(
         address="local",
@@ -204,7 +174,8 @@ def sb3_model(run: Run):
     """The Stable-Baselines3 model that trains ``run`` (the same hyperparameters as ours)."""
     import pybullet_envs_gymnasium  # noqa: F401  (registers the envs)
 
-    return sb3.model(run.algorithm, run.env, HYPERPARAMETERS[run.algorithm], run.seed)
+    hyperparameters = sb3.hyperparameters(experiment_of(run))
+    return sb3.model(run.algorithm, run.env, hyperparameters, run.seed)
 
 
 def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> pd.DataFrame:
@@ -215,7 +186,7 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
     from stable_baselines3.common.monitor import Monitor
 
     torch.set_num_threads(1)
-    model = sb3_model(run)
+    model, every = sb3_model(run), log_every(experiment_of(run))
     eval_env = Monitor(gym.make(run.env))
     eval_env.reset(seed=10_000 + run.seed)
     rows = []
@@ -225,7 +196,7 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
             self.started, self.eval_s = time.perf_counter(), 0.0
             self.started_cpu, self.eval_cpu_s = time.process_time(), 0.0
             self.final_logged = False
-            self.next_log, self.next_eval = log_every(run.algorithm), eval_every
+            self.next_log, self.next_eval = every, eval_every
 
         def _on_step(self) -> bool:
             steps = self.num_timesteps
@@ -234,7 +205,7 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
             if self.final_logged or (steps < self.next_log and not final):
                 return True
             self.final_logged = final
-            self.next_log += log_every(run.algorithm)
+            self.next_log += every
             buffer = [info["r"] for info in self.model.ep_info_buffer]
             row = {
                 "env_steps": steps,

@@ -482,7 +482,49 @@ def read_experiment_file(path: str | Path, toolkit: str, overrides: list[str] = 
         raise UserError(
             f"{path} must contain a mapping of settings (key: value), not {type(raw).__name__}."
         )
-    return apply_overrides(raw, overrides)
+    return with_env_settings(raw, overrides, toolkit, f" in {path}")
+
+
+#: What a ``per_env`` section may set: everything but the env and the algorithm.
+PER_ENV_KEYS = ("description", "stop", "checkpoint", "tune", "tracking") + RLLIB_GROUPS
+
+
+def with_env_settings(raw: dict, overrides: list[str], toolkit: str, where: str = "") -> dict:
+    """``raw`` with the overrides applied over its ``per_env`` section for the env it trains
+    (the file's ``env``, or ``--set env=...``), as RL Zoo3's files keyed by env: the file's own
+    settings, then the env's, then the overrides. A null in a section drops the file's setting;
+    an env without a section gets the file's own."""
+    per_env = raw.get("per_env")
+    if per_env is None:
+        return apply_overrides(raw, overrides)
+    from ddrl.envs.toolkits import check_env_id
+
+    if not isinstance(per_env, dict):
+        raise UserError(
+            f"'per_env'{where} must map env ids to settings, e.g. per_env: {{HopperBulletEnv-v0: {{training: {{lr: 0.001}}}}}}."
+        )
+    for env_id, section in per_env.items():
+        check_env_id(toolkit, str(env_id))
+        if not isinstance(section, dict):
+            raise UserError(f"'per_env.{env_id}'{where} must be a mapping of settings.")
+        for key in section:
+            check_known_key(key, PER_ENV_KEYS, f"'per_env.{env_id}'{where}")
+    base = {k: v for k, v in raw.items() if k != "per_env"}
+    env = apply_overrides(base, overrides).get("env")
+    merged = _deep_merge(base, per_env.get(env) or {})
+    return apply_overrides(merged, overrides)
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in over.items():
+        if value is None:  # null: the env drops the file's setting (e.g. a return to stop at)
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:

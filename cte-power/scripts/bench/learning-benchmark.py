@@ -125,8 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--algorithms",
         nargs="+",
-        default=list(lb.HYPERPARAMETERS),
-        choices=list(lb.HYPERPARAMETERS),
+        default=list(lb.CONFIGS),
+        choices=list(lb.CONFIGS),
     )
     parser.add_argument(
         "--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"]
