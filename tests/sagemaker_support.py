@@ -194,11 +194,14 @@ def run_sdk_job(
     hyperparameters: dict,
     image: str | None = None,
     compute=None,
+    source_dir=None,
+    entry_script: str = "train-humanoid-ppo.py",
+    run_options: dict | None = None,
     **trainer_options,
 ):
     """A job made by SDK v3's ModelTrainer on the offline API (one ml.c5.4xlarge unless
-    ``compute`` says otherwise), run by local mode (in the Docker image ``image`` when given):
-    (job, log lines)."""
+    ``compute`` says otherwise; the pipeline's own source unless ``source_dir``), run by local
+    mode (in the Docker image ``image`` when given, with ``run_options``): (job, log lines)."""
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.core.training.configs import Compute, OutputDataConfig, SourceCode
     from sagemaker.train import ModelTrainer
@@ -211,8 +214,8 @@ def run_sdk_job(
         base_job_name=name,
         sagemaker_session=Session(boto_session=offline_aws, default_bucket="ddrl-test"),
         source_code=SourceCode(
-            source_dir=str(jobs.stage_source(tmp_path / "source")),
-            entry_script="train-humanoid-ppo.py",
+            source_dir=str(source_dir or jobs.stage_source(tmp_path / "source")),
+            entry_script=entry_script,
         ),
         compute=compute or Compute(instance_type="ml.c5.4xlarge", instance_count=1),
         output_data_config=OutputDataConfig(s3_output_path="s3://ddrl-test/jobs"),
@@ -228,6 +231,7 @@ def run_sdk_job(
         echo=lines.append,
         check=False,
         image=image,
+        **(run_options or {}),
     )
     return job, lines
 

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -498,6 +499,37 @@ def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
     with tarfile.open(tmp_path / "model.tar.gz") as tar:
         names = tar.getnames()
     assert "model.json" in names and any(n.endswith("rllib_checkpoint.json") for n in names), names
+
+
+STUBBORN = """
+import signal, time
+signal.signal(signal.SIGTERM, lambda *_: print("stubborn: SIGTERM ignored", flush=True))
+print("stubborn: up", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_job_that_ignores_its_stop_is_killed_after_the_grace_period(offline_aws, tmp_path):
+    """SageMaker kills the container 120 s after its SIGTERM (here: 5 s), whatever training does
+    with the signal: a stop that takes longer than the grace loses what it had not saved."""
+    from sagemaker.train.configs import StoppingCondition
+
+    from sagemaker_offline import local_mode
+
+    source = tmp_path / "stubborn"
+    source.mkdir()
+    (source / "stubborn.py").write_text(STUBBORN)
+    started = time.monotonic()
+    job, lines = run_sdk_job(
+        offline_aws, tmp_path, "stubborn", {}, source_dir=source, entry_script="stubborn.py",
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=5),
+        run_options={"stop_grace_s": 5.0},
+    )  # fmt: skip
+    log = "\n".join(lines)
+    assert local_mode.STOP_GRACE_S == 120.0
+    assert "stubborn: up" in log and "MaxRuntimeInSeconds (5) reached" in log, log[-2000:]
+    assert "still running 5 s after SIGTERM: killing the job (SIGKILL)" in log, log[-2000:]
+    assert not job.succeeded and time.monotonic() - started < 120
 
 
 def test_the_notebooks_offline_server_logs_to_a_file_not_to_the_cells(monkeypatch, capfd):

@@ -19,7 +19,8 @@ SageMaker's instances for a job that exists in the API (``DescribeTrainingJob``)
 
 Each host's command runs as PID 1 of a PID namespace of its own (``unshare --pid``, when this
 machine allows it: root, or user namespaces), with the image's ``BASH_ENV``, and a stop
-(``MaxRuntimeInSeconds``) sends SIGTERM to that PID 1 only, as SageMaker does; so a stop reaches
+(``MaxRuntimeInSeconds``) sends SIGTERM to that PID 1 only, and SIGKILL to everything 120 s
+later (``STOP_GRACE_S``), as SageMaker does; so a stop reaches
 training only through ``sagemaker_rl.init``, as in the cloud. Elsewhere the stop signals the
 host's process group, which hides a PID 1 that forwards nothing (the run says so).
 
@@ -34,6 +35,7 @@ What it cannot reproduce: instance sizes and spot interruptions.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -67,6 +69,8 @@ _KEPT_VARIABLES = {
     "RAY_TMPDIR",
 }
 _KEPT_PREFIXES = ("AWS_", "DDRL_", "SAGEMAKER_")
+#: How long SageMaker waits after its stop signal (SIGTERM to PID 1) before it kills the container.
+STOP_GRACE_S = 120.0
 
 
 class Uploader:
@@ -185,9 +189,11 @@ def run_job(
     sync_s: float = 5.0,
     check: bool = True,
     image: str | None = None,
+    stop_grace_s: float = STOP_GRACE_S,
 ) -> LocalJob:
     """Run the training job ``job_name`` (already created through the SageMaker API) here; in
-    the Docker image ``image`` when given."""
+    the Docker image ``image`` when given. A job still running ``stop_grace_s`` after its stop
+    signal is killed, as SageMaker kills it."""
     import boto3
 
     session = boto_session or boto3.Session()
@@ -211,7 +217,7 @@ def run_job(
     log_file = job.root / "training.log"
     with log_file.open("w") as log:
         pumps = hosts.pump_output(log, echo, shippers)
-        _wait(job, hosts, uploaders, shippers, started, sync_s, echo)
+        _wait(job, hosts, uploaders, shippers, started, sync_s, stop_grace_s, echo)
         for thread in pumps:
             thread.join(timeout=10)
     for uploader in uploaders:
@@ -415,15 +421,24 @@ class _Hosts:
             else:
                 _stop(process, self.as_pid1)
 
+    def kill(self) -> None:
+        """SIGKILL to each host's whole process tree (its container)."""
+        for host, process in self.processes.items():
+            if self.containers:
+                subprocess.run(["docker", "kill", self.containers[host]], capture_output=True)
+            else:  # the host's session: unshare and its namespace's PID 1 (--kill-child: the rest)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+
     def exit_codes(self) -> dict[str, int]:
         return {h: p.returncode for h, p in self.processes.items()}
 
 
-def _wait(job: _Job, hosts: _Hosts, uploaders, shippers, started: float, sync_s: float, echo):
-    """Until every host ends: uploads and log events every ``sync_s``; the stop at the job's
-    ``MaxRuntimeInSeconds``."""
+def _wait(job: _Job, hosts: _Hosts, uploaders, shippers, started, sync_s, stop_grace_s, echo):
+    """Until every host ends: uploads and log events every ``sync_s``; at the job's
+    ``MaxRuntimeInSeconds`` SIGTERM, and SIGKILL ``stop_grace_s`` later, as SageMaker stops a job."""
     max_runtime = (job.description.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
-    stopped, last_sync = False, time.time()
+    stopped_at, killed, last_sync = None, False, time.time()
     while hosts.running():
         time.sleep(0.5)
         if time.time() - last_sync >= sync_s:
@@ -432,12 +447,19 @@ def _wait(job: _Job, hosts: _Hosts, uploaders, shippers, started: float, sync_s:
             for shipper in shippers.values():
                 shipper.flush()
             last_sync = time.time()
-        if max_runtime and not stopped and time.time() - started > max_runtime:
+        if max_runtime and stopped_at is None and time.time() - started > max_runtime:
             echo(
                 f"[local mode] MaxRuntimeInSeconds ({max_runtime}) reached: stopping the job (SIGTERM)"
             )
-            stopped = True
+            stopped_at = time.time()
             hosts.stop()
+        if stopped_at is not None and not killed and time.time() - stopped_at > stop_grace_s:
+            echo(
+                f"[local mode] still running {stop_grace_s:g} s after SIGTERM: killing the job "
+                "(SIGKILL), as SageMaker does"
+            )
+            killed = True
+            hosts.kill()
 
 
 def _finish(job: _Job, s3, bases, codes: dict, log_file: Path, started: float, streams) -> LocalJob:
