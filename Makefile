@@ -13,10 +13,10 @@ help:  ## list the targets
 
 NOTEBOOK_REQUIREMENTS := aws-sagemaker/rl-ray-pybullet/requirements.txt
 
-$(STAMP): requirements.txt $(NOTEBOOK_REQUIREMENTS) pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt $(NOTEBOOK_REQUIREMENTS) pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --quiet pip
-	$(PY) -m pip install --quiet -r requirements.txt -r $(NOTEBOOK_REQUIREMENTS)
+	$(PY) -m pip install --quiet -r requirements-dev.txt -r $(NOTEBOOK_REQUIREMENTS)
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

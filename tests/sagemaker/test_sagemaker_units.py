@@ -247,6 +247,19 @@ def test_dockerfile_installs_exactly_the_project_pins():
     )  # the .venv and results stay out of the context
 
 
+def test_the_image_installs_no_test_or_lint_tool():
+    """The image installs requirements.txt; the tests' and the linter's tools are pinned in
+    requirements-dev.txt, which the Makefile installs into .venv and the image never sees."""
+    shipped = _pins(REPO / "requirements.txt")
+    dev = _pins(REPO / "requirements-dev.txt")
+    tools = {"pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "ruff"}
+    assert tools <= dev.keys() and not tools & shipped.keys(), shipped.keys() & tools
+    assert "-r requirements.txt" in (REPO / "requirements-dev.txt").read_text()
+    dockerfile = (PIPELINE / "Dockerfile").read_text()
+    assert "requirements-dev" not in dockerfile
+    assert "!requirements-dev.txt" not in (PIPELINE / "Dockerfile.dockerignore").read_text()
+
+
 def test_notebook_parameters_are_checked():
     with pytest.raises(UserError, match="ALGORITHM 'ppo2' is not one of ppo, sac, td3"):
         parameters.Parameters("ppo2", "local", "ml.c5.4xlarge", 1, True, "us-west-2").check()
