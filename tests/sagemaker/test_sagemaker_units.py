@@ -597,7 +597,7 @@ def test_the_shipped_package_holds_no_offline_stand_in():
     assert proc.stdout.split()[-1] == str(len(names))
 
 
-def record_training_job(offline_aws, name: str) -> dict:
+def record_training_job(offline_aws, name: str, **extra) -> dict:
     sm = offline_aws.client("sagemaker")
     sm.create_training_job(
         TrainingJobName=name,
@@ -607,8 +607,36 @@ def record_training_job(offline_aws, name: str) -> dict:
         OutputDataConfig={"S3OutputPath": "s3://ddrl-test/jobs"},
         ResourceConfig={"InstanceType": "ml.c5.4xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
         StoppingCondition={"MaxRuntimeInSeconds": 600},
+        **extra,
     )  # fmt: skip
     return sm.describe_training_job(TrainingJobName=name)
+
+
+def test_continue_from_an_earlier_job_takes_its_checkpoints_and_refuses_what_cannot_continue(
+    offline_aws,
+):
+    from sagemaker_notebook import jobs
+
+    sm = offline_aws.client("sagemaker")
+    record_training_job(offline_aws, "no-checkpoints")
+    uri = "s3://ddrl-test/ddrl-humanoid/checkpoints/ppo-20261203-000000"
+    record_training_job(
+        offline_aws, "earlier", CheckpointConfig={"S3Uri": uri, "LocalPath": "/opt/ml/checkpoints"}
+    )
+    status = sm.describe_training_job(TrainingJobName="earlier")["TrainingJobStatus"]
+    if status in ("InProgress", "Stopping"):
+        with pytest.raises(UserError, match="still InProgress|still Stopping"):
+            jobs.checkpoint_uri_of(sm, "earlier")
+        sm.stop_training_job(TrainingJobName="earlier")
+    assert sm.describe_training_job(TrainingJobName="earlier")["TrainingJobStatus"] not in (
+        "InProgress",
+        "Stopping",
+    )
+    assert jobs.checkpoint_uri_of(sm, "earlier") == uri
+    with pytest.raises(UserError, match="kept no checkpoints"):
+        jobs.checkpoint_uri_of(sm, "no-checkpoints")
+    with pytest.raises(UserError, match="no training job 'typo-job'"):
+        jobs.checkpoint_uri_of(sm, "typo-job")
 
 
 def put_points(cloudwatch, job: str, points: list[tuple]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sagemaker.core.s3.utils import parse_s3_url
 
+from ddrl.errors import UserError
 from sagemaker_notebook.parameters import PIPELINE_DIR
 from sagemaker_rl import metrics
 
@@ -48,3 +49,31 @@ def metric_definitions(definitions=metrics.TRAINING_METRIC_DEFINITIONS):
     from sagemaker.core.shapes import MetricDefinition
 
     return [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in definitions]
+
+
+def checkpoint_uri_of(sm, job_name: str) -> str:
+    """The checkpoint S3 URI of an earlier training job (``CONTINUE_FROM``): a new job given it
+    restores that run's checkpoints and continues it, with a new stop if the parameters set one."""
+    from botocore.exceptions import ClientError
+
+    try:
+        description = sm.describe_training_job(TrainingJobName=job_name)
+    except ClientError as err:  # SageMaker: ValidationException "Requested resource not found"
+        if err.response["Error"]["Code"] not in ("ValidationException", "ResourceNotFound"):
+            raise
+        raise UserError(
+            f"CONTINUE_FROM: no training job {job_name!r} in this region; give the name the "
+            "earlier run printed ('training job: ...')."
+        ) from None
+    uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
+    if not uri:
+        raise UserError(
+            f"CONTINUE_FROM: job {job_name} kept no checkpoints (no checkpoint S3 URI); "
+            "start a new run instead (CONTINUE_FROM = None)."
+        )
+    if description["TrainingJobStatus"] in ("InProgress", "Stopping"):
+        raise UserError(
+            f"CONTINUE_FROM: job {job_name} is still {description['TrainingJobStatus']}; two jobs "
+            "must not write one run's checkpoints. Wait for it to end (or stop it) first."
+        )
+    return uri
