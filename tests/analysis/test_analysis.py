@@ -239,7 +239,9 @@ def test_cost_analysis(summary_csv, tmp_path, capsys):
         )
         == 0
     )
-    assert "ml.g4dn.4xlarge" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ml.g4dn.4xlarge" in out
+    assert "prices: us-west-2 on-demand prices of September 2020" in out  # the table's date
     assert (tmp_path / "cost-env-steps.png").is_file() and (
         tmp_path / "cost-to-target.png"
     ).is_file()

@@ -270,6 +270,22 @@ def test_notebook_parameters_are_checked():
     assert "$6.74 on demand" in costs.estimate_cost("ml.g4dn.4xlarge", 2, 2, True)  # 1.686 x 2 x 2
 
 
+def test_cost_estimates_say_when_their_prices_are_from_and_take_todays(monkeypatch):
+    monkeypatch.setattr(costs, "PRICES", {})
+    estimate = costs.estimate_cost("ml.c5.4xlarge", 1, 10, False)
+    assert "$9.52 on demand" in estimate and "September 2020" in estimate, estimate
+    costs.use_prices({"ml.c5.4xlarge": 0.816})
+    estimate = costs.estimate_cost("ml.c5.4xlarge", 1, 10, False)
+    assert "$8.16 on demand" in estimate and "PRICES given in the notebook" in estimate, estimate
+    for bad in ({"c5.4xlarge": 0.8}, {"ml.c5.4xlarge": "cheap"}, {"ml.c5.4xlarge": -1}):
+        with pytest.raises(UserError, match="PRICES"):
+            costs.use_prices(bad)
+    assert (
+        "PRICES = {}"
+        in notebook_cells()['# Parameters (papermill: this cell is tagged "parameters")']
+    )
+
+
 def notebook_cells() -> dict[str, str]:
     """The notebook's code cells by their first line."""
     import json as _json

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ddrl import cli, paths
 from ddrl.analysis import plotting, scaling, summaries
+from ddrl.analysis.prices import PRICES_AS_OF
 
 
 @cli.report_errors
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
     costs.to_csv(args.output_dir / "costs.csv", index=False)
     shown = costs.drop(columns=["experiment", "trial"])
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if not args.price:
+        print(f"prices: {PRICES_AS_OF}; give today's with --price TYPE=USD")
     steps = f"{args.env_steps:,.0f}"
     plotting.save(
         plotting.costs(costs, "cost_env_steps_", f"Cost of {steps} env steps"),
