@@ -84,30 +84,33 @@ def edit_tune_trials(experiment: Path, edit) -> None:
     (``status``...), ``runtime`` its run metadata (``last_result``...), ``manager`` its checkpoint
     manager (None if it has none). ``edit`` changes them in place and returns True if it did;
     those are written back."""
-    with _private("ray", "Tune's experiment state format (trial_data, checkpoint_manager)"):
+    part = "Tune's experiment state format (trial_data, checkpoint_manager)"
+    with _private("ray", part):
         from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
 
         decoder = TuneFunctionDecoder(allow_cloudpickle=True)  # our own experiment's state
-        for state_file in Path(experiment).glob("experiment_state-*.json"):
-            state = json.loads(state_file.read_text())
-            changed = False
-            for trial_data in state.get("trial_data", []):
+    for state_file in Path(experiment).glob("experiment_state-*.json"):
+        state = json.loads(state_file.read_text())
+        changed = False
+        for trial_data in state.get("trial_data", []):
+            with _private("ray", part):
                 trial, runtime = (
                     json.loads(p) if isinstance(p, str) else p for p in trial_data[:2]
                 )
                 encoded = runtime.get("checkpoint_manager")
                 manager = decoder.decode(json.dumps(encoded)) if encoded else None
-                if not edit(trial, runtime, manager):
-                    continue
-                changed = True
+            if not edit(trial, runtime, manager):  # ours: outside, so its errors stay its own
+                continue
+            changed = True
+            with _private("ray", part):
                 if manager is not None:
                     runtime["checkpoint_manager"] = json.loads(
                         json.dumps(manager, cls=TuneFunctionEncoder)
                     )
-                trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
-                trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
-            if changed:
-                state_file.write_text(json.dumps(state))
+            trial_data[0] = json.dumps(trial) if isinstance(trial_data[0], str) else trial
+            trial_data[1] = json.dumps(runtime) if isinstance(trial_data[1], str) else runtime
+        if changed:
+            state_file.write_text(json.dumps(state))
 
 
 def set_checkpoint_config(manager, config) -> None:
@@ -140,12 +143,10 @@ def module_to_env_connector(config):
 
 
 def local_learner(algo):
-    """The learner of an algorithm built with ``num_learners=0`` (it lives in this process)."""
+    """The learner of an algorithm built with ``num_learners=0`` (it lives in this process);
+    None where its learners are remote actors."""
     with _private("ray", "LearnerGroup._learner"):
-        learner = algo.learner_group._learner
-    if learner is None:
-        raise ValueError("the algorithm's learners are remote (num_learners > 0)")
-    return learner
+        return algo.learner_group._learner
 
 
 # --------------------------------------------------------------------------------- ML-Agents
@@ -156,16 +157,16 @@ def start_unity(**kwargs):
 
     from mlagents_envs.environment import UnityEnvironment
 
-    with _private("mlagents-envs", "UnityEnvironment._close / _communicator"):
-        unity = UnityEnvironment.__new__(UnityEnvironment)
-        try:
-            unity.__init__(**kwargs)
-        except BaseException:
+    unity = UnityEnvironment.__new__(UnityEnvironment)
+    try:
+        unity.__init__(**kwargs)
+    except BaseException:
+        with _private("mlagents-envs", "UnityEnvironment._close / _communicator"):
             atexit.unregister(unity._close)
             if hasattr(unity, "_communicator"):
                 with contextlib.suppress(Exception):
                     unity._close(0)
-            raise
+        raise
     return unity
 
 

@@ -215,7 +215,8 @@ def test_one_key_table_both_ways(algorithm):
 @pytest.mark.parametrize("algorithm", ["SAC", "TD3", "PPO"])
 def test_benchmark_settings_are_the_shipped_files_per_env_sections(algorithm):
     """The benchmark trains each env with the settings its algorithm's file keeps for that env
-    (RL Zoo3's layout); an env the file has no settings for is refused."""
+    (RL Zoo3's layout), the file's own env (the humanoid) with the file's own; an env the file
+    has no settings for is refused."""
     from ddrl.paths import TRAININGS_DIR
     from ddrl.pipeline import validation
 
@@ -225,8 +226,12 @@ def test_benchmark_settings_are_the_shipped_files_per_env_sections(algorithm):
         ours = lb.experiment_of(lb.Run("ours", algorithm, env, 0, 1000))
         assert ours.rllib["training"] == shipped.rllib["training"]
         assert ours.rllib.get("rl_module") == shipped.rllib.get("rl_module")
-    with pytest.raises(UserError, match="no per_env settings for HumanoidBulletEnv-v0"):
-        lb.our_experiment(lb.Run("ours", algorithm, "HumanoidBulletEnv-v0", 0, 1000), 500, 1)
+    humanoid = lb.experiment_of(lb.Run("ours", algorithm, "HumanoidBulletEnv-v0", 0, 1000))
+    assert (
+        humanoid.rllib["training"] == validation.load_experiment(path, lb.TOOLKIT).rllib["training"]
+    )
+    with pytest.raises(UserError, match="has no settings for ReacherBulletEnv-v0"):
+        lb.our_experiment(lb.Run("ours", algorithm, "ReacherBulletEnv-v0", 0, 1000), 500, 1)
 
 
 def test_keys_an_experiment_leaves_out_are_rllibs_defaults():

@@ -318,6 +318,7 @@ def test_per_env_settings_apply_to_their_env_under_the_overrides(tmp_path):
             ["unknown key 'algorithm'", "per_env.HopperBulletEnv-v0"],
         ),
         ("  HopperBulletEnv-v0: [1, 2]", ["'per_env.HopperBulletEnv-v0'", "mapping"]),
+        ("  - HopperBulletEnv-v0", ["'per_env'", "must map env ids to settings"]),
     ],
 )
 def test_bad_per_env_sections_are_refused(tmp_path, section, words):
@@ -326,3 +327,12 @@ def test_bad_per_env_sections_are_refused(tmp_path, section, words):
     with pytest.raises(UserError) as err:
         validation.load_experiment(path, "pybullet-envs")
     assert all(word in str(err.value) for word in words), str(err.value)
+
+
+def test_per_env_with_an_empty_group_or_a_bad_env_still_gets_validations_message(tmp_path):
+    path = tmp_path / "sac.yaml"
+    path.write_text(PER_ENV.split("per_env:")[0] + "per_env:\n")
+    assert validation.load_experiment(path, "pybullet-envs").env == "HumanoidBulletEnv-v0"
+    path.write_text(PER_ENV.replace("env: HumanoidBulletEnv-v0", "env: [a, b]"))
+    with pytest.raises(UserError, match="env"):
+        validation.load_experiment(path, "pybullet-envs")

@@ -551,12 +551,13 @@ def test_a_job_that_ignores_its_stop_is_killed_after_the_grace_period(offline_aw
     started = time.monotonic()
     job, lines = run_sdk_job(
         offline_aws, tmp_path, "stubborn", {}, source_dir=source, entry_script="stubborn.py",
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=5),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=30),  # it is up by then
         run_options={"stop_grace_s": 5.0},
     )  # fmt: skip
     log = "\n".join(lines)
     assert local_mode.STOP_GRACE_S == 120.0
-    assert "stubborn: up" in log and "MaxRuntimeInSeconds (5) reached" in log, log[-2000:]
+    up, stop = log.find("stubborn: up"), log.find("MaxRuntimeInSeconds (30) reached")
+    assert 0 <= up < stop, log[-2000:]  # it ignored a SIGTERM it had a handler for
     assert "still running 5 s after SIGTERM: killing the job (SIGKILL)" in log, log[-2000:]
     assert not job.succeeded and time.monotonic() - started < 120
 
@@ -633,26 +634,33 @@ def test_continue_from_an_earlier_job_takes_its_checkpoints_and_refuses_what_can
 ):
     from sagemaker_notebook import jobs
 
-    sm = offline_aws.client("sagemaker")
-    record_training_job(offline_aws, "no-checkpoints")
+    sm, s3 = offline_aws.client("sagemaker"), offline_aws.client("s3")
+    account.ensure_bucket(s3, "ddrl-test", "us-west-2")  # the offline server may hold it
     uri = "s3://ddrl-test/ddrl-humanoid/checkpoints/ppo-20261203-000000"
-    record_training_job(
-        offline_aws, "earlier", CheckpointConfig={"S3Uri": uri, "LocalPath": "/opt/ml/checkpoints"}
+    for name in ("ddrl-humanoid-ppo-1", "ddrl-humanoid-ppo-2"):
+        record_training_job(
+            offline_aws,
+            name,
+            CheckpointConfig={"S3Uri": f"{uri}-{name}", "LocalPath": "/opt/ml/checkpoints"},
+        )
+        if sm.describe_training_job(TrainingJobName=name)["TrainingJobStatus"] == "InProgress":
+            with pytest.raises(UserError, match="still InProgress"):
+                jobs.checkpoint_uri_of(sm, s3, name, "ppo")
+            sm.stop_training_job(TrainingJobName=name)
+    s3.put_object(
+        Bucket="ddrl-test",
+        Key="ddrl-humanoid/checkpoints/ppo-20261203-000000-ddrl-humanoid-ppo-1/experiment.yaml",
+        Body=b"env: x",
     )
-    status = sm.describe_training_job(TrainingJobName="earlier")["TrainingJobStatus"]
-    if status in ("InProgress", "Stopping"):
-        with pytest.raises(UserError, match="still InProgress|still Stopping"):
-            jobs.checkpoint_uri_of(sm, "earlier")
-        sm.stop_training_job(TrainingJobName="earlier")
-    assert sm.describe_training_job(TrainingJobName="earlier")["TrainingJobStatus"] not in (
-        "InProgress",
-        "Stopping",
+    assert (
+        jobs.checkpoint_uri_of(sm, s3, "ddrl-humanoid-ppo-1", "ppo") == f"{uri}-ddrl-humanoid-ppo-1"
     )
-    assert jobs.checkpoint_uri_of(sm, "earlier") == uri
-    with pytest.raises(UserError, match="kept no checkpoints"):
-        jobs.checkpoint_uri_of(sm, "no-checkpoints")
+    with pytest.raises(UserError, match="kept no checkpoints"):  # nothing was uploaded
+        jobs.checkpoint_uri_of(sm, s3, "ddrl-humanoid-ppo-2", "ppo")
+    with pytest.raises(UserError, match="not a SAC training job"):
+        jobs.checkpoint_uri_of(sm, s3, "ddrl-humanoid-ppo-1", "sac")
     with pytest.raises(UserError, match="no training job 'typo-job'"):
-        jobs.checkpoint_uri_of(sm, "typo-job")
+        jobs.checkpoint_uri_of(sm, s3, "typo-job", "ppo")
 
 
 def put_points(cloudwatch, job: str, points: list[tuple]) -> None:

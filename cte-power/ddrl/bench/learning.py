@@ -73,17 +73,35 @@ def log_every(experiment) -> int:
     return 1000
 
 
+# ------------------------------------------------------------------------------- settings
+def config_path(algorithm: str) -> Path:
+    from ddrl.paths import TRAININGS_DIR
+
+    return TRAININGS_DIR / TOOLKIT / CONFIGS[algorithm]
+
+
+def check_settings_for(algorithm: str, env: str) -> None:
+    """The benchmark trains ``env`` with its ``per_env`` section of the algorithm's file, or,
+    for the file's own env (the humanoid), with the file's own settings; others are refused."""
+    from ddrl.pipeline.experiment import read_yaml
+
+    path = config_path(algorithm)
+    shipped = read_yaml(path.read_text()) or {}
+    if env != shipped.get("env") and env not in (shipped.get("per_env") or {}):
+        raise UserError(
+            f"{path.name} has no settings for {env} (no per_env section); add one there, "
+            f"or benchmark one of: {', '.join([shipped['env'], *shipped.get('per_env', {})])}."
+        )
+
+
 # ----------------------------------------------------------------------------------- ours
 def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
     """The experiment file (as a dict) that trains ``run`` with ddrl: the algorithm's shipped
     file with the env's ``per_env`` settings, on one process, with the run's seed and budget."""
-    from ddrl.paths import TRAININGS_DIR
-    from ddrl.pipeline.experiment import read_experiment_file, read_yaml
+    from ddrl.pipeline.experiment import read_experiment_file
 
-    path = TRAININGS_DIR / TOOLKIT / CONFIGS[run.algorithm]
-    raw = read_experiment_file(path, TOOLKIT, [f"env={run.env}"])
-    if run.env not in (read_yaml(path.read_text()).get("per_env") or {}):
-        raise UserError(f"{path.name} has no per_env settings for {run.env}; add them there.")
+    check_settings_for(run.algorithm, run.env)
+    raw = read_experiment_file(config_path(run.algorithm), TOOLKIT, [f"env={run.env}"])
     raw.pop("checkpoint", None)
     raw["stop"] = {"env_steps": run.budget}
     raw["debugging"] = {"seed": run.seed}
@@ -246,6 +264,3 @@ def _progress_line(run: Run, row: dict) -> str:
     smoothed = "n/a" if row["smoothed_return"] is None else f"{row['smoothed_return']:.1f}"
     evaluated = "" if row["eval_return"] is None else f", eval {row['eval_return']:.1f}"
     return f"{run.name}: {row['env_steps']:,}/{run.budget:,} env steps, {row['wall_s']:.0f} s, return {smoothed}{evaluated}"
-
-
-# ----------------------------------------------------------------------------- statistics

@@ -1,13 +1,12 @@
 """Stable-Baselines3, the benchmarks' peer: the one table between our experiment's RLlib keys and
 SB3's hyperparameters, and one model builder.
 
-The hyperparameters are a plain dict with neutral names (SB3's meaning), shared by the learning
-benchmark (``learning.HYPERPARAMETERS``, written into our experiment by ``experiment_groups``)
-and the throughput benchmark and the case study (read from an experiment by
-``hyperparameters``). ``KEYS`` says where our experiment keeps each; a key the experiment leaves
-out is read from RLlib's defaults for the algorithm, except the optional ones (SB3's own
-defaults apply to those: ``max_grad_norm`` 0.5, ``orthogonal_init`` True, ``adam_epsilon`` 1e-5,
-``advantages_per_minibatch`` True, as ``normalize_advantage``).
+The hyperparameters are a plain dict with neutral names (SB3's meaning), read from one of our
+experiments by ``hyperparameters`` (the learning and throughput benchmarks, the case study);
+``experiment_groups`` writes them back as RLlib groups. ``KEYS`` says where our experiment keeps
+each; a key the experiment leaves out is read from RLlib's defaults for the algorithm, except
+the optional ones (SB3's own defaults apply to those: ``max_grad_norm`` 0.5, ``orthogonal_init``
+True, ``adam_epsilon`` 1e-5, ``advantages_per_minibatch`` True, as ``normalize_advantage``).
 
 One update per env step (``train_freq=1, gradient_steps=1``), as our replay ratio of 1.
 """

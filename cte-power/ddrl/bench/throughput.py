@@ -36,6 +36,7 @@ import torch
 from ddrl import compat
 from ddrl.bench import sb3
 from ddrl.envs import toolkits
+from ddrl.errors import UserError
 from ddrl.pipeline import rllib_config
 from ddrl.pipeline.experiment import Experiment
 
@@ -175,6 +176,10 @@ class _Trial:
     def updates(self, count: int) -> tuple[int, float]:
         """``count`` gradient updates of the off-policy learner (nothing sampled or stored)."""
         learner = compat.local_learner(self.algo)
+        if learner is None:
+            raise UserError(
+                "the update measure needs the learner in this process: learners.num_learners=0"
+            )
         start = time.perf_counter()
         if not learner.lean_update(None, count):  # {}: it stored too little to update
             raise RuntimeError("the replay buffer holds less than one minibatch; train longer")

@@ -494,11 +494,11 @@ def with_env_settings(raw: dict, overrides: list[str], toolkit: str, where: str 
     (the file's ``env``, or ``--set env=...``), as RL Zoo3's files keyed by env: the file's own
     settings, then the env's, then the overrides. A null in a section drops the file's setting;
     an env without a section gets the file's own."""
-    per_env = raw.get("per_env")
-    if per_env is None:
+    if "per_env" not in raw:
         return apply_overrides(raw, overrides)
     from ddrl.envs.toolkits import check_env_id
 
+    per_env = {} if raw["per_env"] is None else raw["per_env"]  # an empty group: no sections
     if not isinstance(per_env, dict):
         raise UserError(
             f"'per_env'{where} must map env ids to settings, e.g. per_env: {{HopperBulletEnv-v0: {{training: {{lr: 0.001}}}}}}."
@@ -511,7 +511,8 @@ def with_env_settings(raw: dict, overrides: list[str], toolkit: str, where: str 
             check_known_key(key, PER_ENV_KEYS, f"'per_env.{env_id}'{where}")
     base = {k: v for k, v in raw.items() if k != "per_env"}
     env = apply_overrides(base, overrides).get("env")
-    merged = _deep_merge(base, per_env.get(env) or {})
+    section = per_env.get(env) if isinstance(env, str) else None  # a bad env: validation says so
+    merged = _deep_merge(base, section or {})
     return apply_overrides(merged, overrides)
 
 

@@ -221,6 +221,8 @@ def main(argv=None) -> int:
 
     for env in args.envs:
         toolkits.check_env_id(lb.TOOLKIT, env)
+        for algorithm in args.algorithms:
+            lb.check_settings_for(algorithm, env)
     runs = [
         lb.Run(system, algorithm, env, seed, budgets[algorithm])
         for algorithm in args.algorithms

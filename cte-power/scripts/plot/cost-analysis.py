@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ddrl import cli, paths
 from ddrl.analysis import plotting, scaling, summaries
-from ddrl.analysis.prices import PRICES_AS_OF
+from ddrl.analysis.prices import INSTANCE_PRICES, PRICES_AS_OF
 
 
 @cli.report_errors
@@ -53,9 +53,8 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
-    prices = scaling.with_prices(
-        cli.pairs(args.price, cli.real(at_least=0), "price", "ml.c5.4xlarge=0.952")
-    )
+    prices_given = cli.pairs(args.price, cli.real(above=0), "price", "ml.c5.4xlarge=0.952")
+    prices = scaling.with_prices(prices_given)
     table = summaries.read_summaries(
         args.summaries,
         (
@@ -75,7 +74,7 @@ def main(argv=None) -> int:
     costs.to_csv(args.output_dir / "costs.csv", index=False)
     shown = costs.drop(columns=["experiment", "trial"])
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    if not args.price:
+    if set(INSTANCE_PRICES) - set(prices_given):  # some still from the table
         print(f"prices: {PRICES_AS_OF}; give today's with --price TYPE=USD")
     steps = f"{args.env_steps:,.0f}"
     plotting.save(

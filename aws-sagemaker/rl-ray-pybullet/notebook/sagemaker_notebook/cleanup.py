@@ -5,7 +5,7 @@ offline moto server of ``MODE = "local"`` (``sagemaker_offline``)."""
 
 from __future__ import annotations
 
-from sagemaker_notebook.account import ROLE_NAME
+from sagemaker_notebook import account
 from sagemaker_notebook.monitoring import LOG_GROUP
 
 
@@ -72,7 +72,7 @@ def delete_repository(ecr, name: str) -> bool:
 def delete_created_role(iam, role_arn: str) -> str:
     """Delete the execution role if it is the one ``ensure_role`` made (its policies first)."""
     name = role_arn.rsplit("/", 1)[-1]
-    if name != ROLE_NAME:
+    if name != account.ROLE_NAME:  # read now: the notebook (or a test) may name another
         return f"kept the role {name}: this notebook did not create it"
     for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
         iam.delete_role_policy(RoleName=name, PolicyName=policy)

@@ -70,7 +70,7 @@ def job_cost(description: dict, mode: str) -> str:
         listed = ", ".join(
             f"{kind} ${price or 0:.3f}/h" for (kind, _), price in zip(groups, prices)
         )
-        return f"$0 (ran on this machine); on AWS, per instance: {listed}"
+        return f"$0 (ran on this machine); on AWS, per instance: {listed} ({_as_of([k for k, _ in groups])})"
     if None in prices:
         return f"{billable} billable seconds on {kinds} (a price not in the table)"
     cost = sum(billable / 3600 * price * count for (_, count), price in zip(groups, prices))

@@ -51,9 +51,10 @@ def metric_definitions(definitions=metrics.TRAINING_METRIC_DEFINITIONS):
     return [MetricDefinition(name=d["Name"], regex=d["Regex"]) for d in definitions]
 
 
-def checkpoint_uri_of(sm, job_name: str) -> str:
-    """The checkpoint S3 URI of an earlier training job (``CONTINUE_FROM``): a new job given it
-    restores that run's checkpoints and continues it, with a new stop if the parameters set one."""
+def checkpoint_uri_of(sm, s3, job_name: str, algorithm: str) -> str:
+    """The checkpoint S3 URI of an earlier training job of ``algorithm`` (``CONTINUE_FROM``): a
+    new job given it restores that run's checkpoints and continues it, with a new stop if the
+    parameters set one."""
     from botocore.exceptions import ClientError
 
     try:
@@ -65,11 +66,19 @@ def checkpoint_uri_of(sm, job_name: str) -> str:
             f"CONTINUE_FROM: no training job {job_name!r} in this region; give the name the "
             "earlier run printed ('training job: ...')."
         ) from None
-    uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
-    if not uri:
+    if not job_name.startswith(f"ddrl-humanoid-{algorithm}-"):
         raise UserError(
-            f"CONTINUE_FROM: job {job_name} kept no checkpoints (no checkpoint S3 URI); "
-            "start a new run instead (CONTINUE_FROM = None)."
+            f"CONTINUE_FROM: job {job_name} is not a {algorithm.upper()} training job of this "
+            f"notebook (ddrl-humanoid-{algorithm}-...); set ALGORITHM to its algorithm."
+        )
+    uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
+    bucket, prefix = parse_s3_url(uri) if uri else (None, None)
+    if not uri or not s3.list_objects_v2(
+        Bucket=bucket, Prefix=prefix.rstrip("/") + "/", MaxKeys=1
+    ).get("KeyCount"):
+        raise UserError(
+            f"CONTINUE_FROM: job {job_name} kept no checkpoints ({uri or 'no checkpoint S3 URI'} "
+            "holds none); start a new run instead (CONTINUE_FROM = None)."
         )
     if description["TrainingJobStatus"] in ("InProgress", "Stopping"):
         raise UserError(

@@ -215,11 +215,15 @@ def run_job(
 
     hosts = _Hosts.start(job, bases, env, image, int(started), echo)
     log_file = job.root / "training.log"
-    with log_file.open("w") as log:
-        pumps = hosts.pump_output(log, echo, shippers)
-        _wait(job, hosts, uploaders, shippers, started, sync_s, stop_grace_s, echo)
-        for thread in pumps:
-            thread.join(timeout=10)
+    try:
+        with log_file.open("w") as log:
+            pumps = hosts.pump_output(log, echo, shippers)
+            _wait(job, hosts, uploaders, shippers, started, sync_s, stop_grace_s, echo)
+            for thread in pumps:
+                thread.join(timeout=10)
+    finally:
+        if hosts.running():  # an error or an interrupt here: no host outlives its run
+            hosts.kill()
     for uploader in uploaders:
         uploader.sync()
     for shipper in shippers.values():
