@@ -393,6 +393,29 @@ def test_a_gpu_instance_whose_gpus_torch_cannot_use_warns_and_trains_on_cpu():
     assert len(warnings) == 2
 
 
+@pytest.mark.parametrize(
+    ("hyperparameters", "gpus_per_learner"),
+    [
+        ({"ray_num_gpus": 1}, 1),  # a GPU instance: the learner takes its GPU
+        ({"ray_num_gpus": 1, "learners__num_gpus_per_learner": 0}, 0),  # unless the job says so
+        ({"ray_num_gpus": 0}, 0),  # a CPU instance: the config's own (0)
+    ],
+)
+def test_on_a_gpu_instance_the_learner_uses_the_gpu_unless_the_job_says_otherwise(
+    tmp_path, hyperparameters, gpus_per_learner
+):
+    from sagemaker_rl.ray_launcher import Launcher
+
+    contract = stage_job(
+        tmp_path / "ml", "train-humanoid-sac.py", {**TINY["sac"], **hyperparameters}
+    )
+    launcher = Launcher(
+        contract, "trainings/pybullet-envs/sac.yaml", "humanoid-sac", "pybullet-envs", []
+    )
+    learners = launcher.load_experiment().rllib["learners"]
+    assert learners["num_gpus_per_learner"] == gpus_per_learner
+
+
 def test_the_image_is_built_for_amd64_with_the_cuda_torch_only_for_gpu_instances():
     from sagemaker_notebook.image import build_commands
 

@@ -74,6 +74,9 @@ def register_for_stop_signal() -> None:
     atexit.register(lambda: Path(pidfile).unlink(missing_ok=True))
 
 
+GPU_LEARNER = "learners.num_gpus_per_learner"
+
+
 class Launcher:
     def __init__(
         self, contract: Contract, default_config: str, name: str, toolkit: str, argv: list[str]
@@ -119,6 +122,13 @@ class Launcher:
 
             overrides.append(
                 f"resources.custom_resources_for_main_process={{{HEAD_RESOURCE}: 0.01}}"
+            )
+        if self.gpus and not any(o.startswith(f"{GPU_LEARNER}=") for o in overrides):
+            # a GPU instance: its GPU learns unless the job's hyperparameters say otherwise
+            overrides.append(f"{GPU_LEARNER}=1")
+            say(
+                f"{self.gpus} GPU(s) here: the learner uses one ({GPU_LEARNER}=1; set "
+                f"{GPU_LEARNER.replace('.', '__')}=0 to keep it on the CPU)"
             )
         auto = [o for o in overrides if o.replace(" ", "") == "env_runners.num_env_runners=auto"]
         self.auto_runners = bool(auto)
