@@ -19,7 +19,7 @@ from ddrl import compat
 
 @pytest.fixture
 def fresh_version_check(monkeypatch):
-    monkeypatch.setattr(compat, "_checked", set())
+    monkeypatch.setattr(compat, "_checked", {})
 
 
 def test_written_for_the_pinned_versions():

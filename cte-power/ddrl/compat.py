@@ -26,7 +26,8 @@ WRITTEN_FOR = {
     "pybulletgym": "0.1",  # PyBullet Gymperium, from ../shared/vendor/pybullet-gym
 }
 
-_checked: set[str] = set()
+#: package -> its installed version, looked up (and checked) on its first private part's use
+_checked: dict[str, str] = {}
 
 
 class PrivatePartWarning(UserWarning):
@@ -39,9 +40,9 @@ class PrivatePartGone(RuntimeError):
 
 @contextlib.contextmanager
 def _private(package: str, part: str):
-    installed = importlib.metadata.version(package)
-    if package not in _checked:
-        _checked.add(package)
+    installed = _checked.get(package)
+    if installed is None:
+        installed = _checked[package] = importlib.metadata.version(package)
         if installed != WRITTEN_FOR[package]:
             warnings.warn(
                 f"ddrl uses private parts of {package}, checked on {WRITTEN_FOR[package]}; this is "
