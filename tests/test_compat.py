@@ -62,16 +62,59 @@ def test_rllib_marks_removed_keywords_with_the_deprecated_value():
     assert sum(d is removed or d == removed for d in defaults if isinstance(d, int)) >= 1
 
 
-def test_module_to_env_connector_is_what_the_config_was_given():
+@pytest.mark.parametrize("direction", ["module_to_env", "env_to_module"])
+def test_a_connector_is_what_the_config_was_given(direction):
     from ddrl.algorithms.sac import SAC
 
     def connector(env, spaces, device):
         return []
 
+    read = getattr(compat, f"{direction}_connector")
     config = SAC.get_default_config()
-    assert compat.module_to_env_connector(config) is None
-    config.env_runners(module_to_env_connector=connector)
-    assert compat.module_to_env_connector(config) is connector
+    assert read(config) is None
+    config.env_runners(**{f"{direction}_connector": connector})
+    assert read(config) is connector
+
+
+def test_the_evaluation_runners_get_the_connector_of_the_override():
+    from ddrl.algorithms.sac import SAC
+
+    def connector(env, spaces, device):
+        return []
+
+    config = SAC.get_default_config().evaluation(
+        evaluation_config=compat.env_to_module_connector_override(connector)
+    )
+    assert compat.env_to_module_connector(config) is None
+    assert compat.env_to_module_connector(config.get_evaluation_config_object()) is connector
+
+
+def test_a_frozen_mean_std_filter_stops_counting():
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    space = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    piece = MeanStdFilter()  # RLlib 2.60 sets its spaces after construction (as the runners do)
+    piece.input_observation_space, piece.input_action_space = space, space
+
+    def pushes():
+        return piece.get_state()[None]["running_stats"][0]["num_pushes"]
+
+    def observe(value):
+        episode = SingleAgentEpisode(
+            observations=[np.full(2, value, np.float32)],
+            observation_space=space,
+            action_space=space,
+        )
+        piece(rl_module=None, batch={}, episodes=[episode])
+
+    observe(1.0)
+    assert pushes() == 1
+    compat.freeze_mean_std_filter(piece)
+    observe(3.0)
+    assert pushes() == 1
 
 
 def test_checkpoint_manager_books(tmp_path):

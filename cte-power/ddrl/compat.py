@@ -143,6 +143,26 @@ def module_to_env_connector(config):
         return config._module_to_env_connector
 
 
+def env_to_module_connector(config):
+    """The env-to-module connector an ``AlgorithmConfig`` was given (None: RLlib's default)."""
+    with _private("ray", "AlgorithmConfig._env_to_module_connector"):
+        return config._env_to_module_connector
+
+
+def env_to_module_connector_override(connector) -> dict:
+    """An ``evaluation_config`` entry giving the evaluation runners their own env-to-module
+    connector (RLlib's update of a config from a dict sets the attribute of that name)."""
+    return {"_env_to_module_connector": connector}
+
+
+def freeze_mean_std_filter(piece) -> None:
+    """Stop an RLlib ``MeanStdFilter`` connector from updating its statistics (the constructor's
+    ``update_stats=False``, for one restored from a checkpoint)."""
+    with _private("ray", "MeanStdFilter._update_stats"):
+        piece._update_stats  # noqa: B018 (raises where the attribute is gone)
+        piece._update_stats = False
+
+
 def local_learner(algo):
     """The learner of an algorithm built with ``num_learners=0`` (it lives in this process);
     None where its learners are remote actors."""

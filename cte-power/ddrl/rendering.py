@@ -176,6 +176,8 @@ class Policy:
         )
         from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID, RLModule
 
+        from ddrl.envs import observation_filter
+
         try:
             self.module = RLModule.from_checkpoint(
                 checkpoint
@@ -198,6 +200,7 @@ class Policy:
                 "pass an earlier checkpoint_* folder with --checkpoint."
             ) from None
         self.module.eval()
+        observation_filter.freeze(self.env_to_module)  # the trained statistics, as they are
 
     def act(self, episode, explore: bool):
         """The env action for the episode's latest observation, and what to record in the episode."""

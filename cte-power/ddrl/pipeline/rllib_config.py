@@ -39,9 +39,10 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     config.environment(env=experiment.env)
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))
-    from ddrl.envs import vector_actions  # imports Ray
+    from ddrl.envs import observation_filter, vector_actions  # import Ray
     from ddrl.pipeline import evaluation
 
+    config = observation_filter.use_observation_filter(config)
     return evaluation.unbiased_evaluation(vector_actions.use_batched_actions(config))
 
 

@@ -47,6 +47,10 @@ RANGES: dict[str, tuple[Any, str]] = {
     "kl_coeff": (NonNegative, "a loss weight, 0 or more"),
     "kl_target": (Positive, "a KL target, above 0"),
     "critic_loss": (Literal["mse", "huber"], "the critic loss, mse or huber"),
+    "observation_filter": (
+        Literal["NoFilter", "MeanStdFilter"],
+        "NoFilter or MeanStdFilter (observations scaled by their running mean and std)",
+    ),
     "updates_per_env_step": (Positive, "gradient updates per env step, above 0"),
     "policy_delay": (Count, "critic updates per actor update, 1 or more"),
     "exploration_noise": (NonNegative, "a noise scale, 0 or more"),
