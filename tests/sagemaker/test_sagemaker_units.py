@@ -167,6 +167,28 @@ def test_bad_config_override_fails_before_ray_starts_and_becomes_the_failure_rea
 
 
 # ------------------------------------------------------------------------------------- metrics
+def test_output_data_gets_the_summaries_and_the_local_tracking_stores(tmp_path):
+    from sagemaker_rl import artifacts
+
+    experiment = tmp_path / "checkpoints" / "humanoid-ppo"
+    trial = experiment / "PPO_HumanoidBulletEnv-v0_0"
+    run = experiment / "wandb" / "offline-run-1" / "run-1.wandb"
+    for path in (trial / "result.json", trial / "checkpoint_000000" / "big", run):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(path.name)
+    (experiment / "mlflow.db").write_text("store")
+    (experiment / "experiment.yaml").write_text("env: x")
+    output = tmp_path / "output"
+    artifacts.copy_summaries(experiment, output)
+    copied = sorted(str(p.relative_to(output)) for p in output.rglob("*") if p.is_file())
+    assert copied == [
+        "humanoid-ppo/PPO_HumanoidBulletEnv-v0_0/result.json",
+        "humanoid-ppo/experiment.yaml",
+        "humanoid-ppo/mlflow.db",
+        "humanoid-ppo/wandb/offline-run-1/run-1.wandb",
+    ], "summaries and tracking, no checkpoints"
+
+
 def test_metric_lines_and_definitions_agree():
     result = {
         "training_iteration": 3,

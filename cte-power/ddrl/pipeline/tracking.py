@@ -19,6 +19,9 @@ from pathlib import Path
 
 from ddrl.pipeline import results
 
+#: What local tracking writes in the experiment's folder: the MLflow store, W&B's offline runs.
+MLFLOW_STORE, WANDB_DIR = "mlflow.db", "wandb"
+
 #: metric name -> the Tune result key it comes from
 METRICS = {
     "mean_return": results.MEAN_RETURN,
@@ -68,7 +71,7 @@ def callbacks(experiment, path: Path) -> list:
             TrackedMLflow(
                 experiment.to_dict(),
                 tracking_uri=mlflow["tracking_uri"]
-                or f"sqlite:///{Path(path).resolve()}/mlflow.db",
+                or f"sqlite:///{Path(path).resolve() / MLFLOW_STORE}",
                 experiment_name=mlflow["experiment_name"] or Path(path).name,
                 tags={"ddrl_experiment": Path(path).name},
             )
@@ -84,7 +87,7 @@ def callbacks(experiment, path: Path) -> list:
                 project=wandb["project"],
                 group=Path(path).name,
                 mode="online" if online else "offline",
-                dir=str(Path(path).resolve()),
+                dir=str(Path(path).resolve()),  # W&B adds WANDB_DIR
             )
         )
     return found

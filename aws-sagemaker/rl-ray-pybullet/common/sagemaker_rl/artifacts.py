@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ddrl.errors import UserError
-from ddrl.pipeline import results
+from ddrl.pipeline import results, tracking
 from ddrl.pipeline.checkpoints import whole_checkpoints
 from ddrl.pipeline.results import EXPERIMENT_FILE
 
@@ -119,7 +119,8 @@ def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -
 
 
 def copy_summaries(experiment: Path, output_data_dir: Path) -> list[Path]:
-    """Each trial's result.json, progress.csv and params.json, plus experiment.yaml, to output/data."""
+    """Each trial's result.json, progress.csv and params.json, plus experiment.yaml and the local
+    tracking stores (MLflow's, W&B's offline runs), to output/data."""
     copied = []
     experiment = Path(experiment)
     for trial in sorted(p for p in experiment.iterdir() if p.is_dir()):
@@ -129,10 +130,13 @@ def copy_summaries(experiment: Path, output_data_dir: Path) -> list[Path]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(trial / name, target)
                 copied.append(target)
-    if (experiment / EXPERIMENT_FILE).is_file():
-        target = Path(output_data_dir) / experiment.name / EXPERIMENT_FILE
+    for name in (EXPERIMENT_FILE, tracking.MLFLOW_STORE, tracking.WANDB_DIR):
+        source, target = experiment / name, Path(output_data_dir) / experiment.name / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(experiment / EXPERIMENT_FILE, target)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        elif source.is_file():
+            shutil.copy2(source, target)
     return copied
 
 
