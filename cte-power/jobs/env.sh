@@ -50,6 +50,9 @@ ddrl_train() {
     python "$script" --config "$config" --name "$name" --resume-if-exists "$@" &
     local pid=$! status=0
     trap 'echo "ddrl: warning signal: checkpointing before the time limit"; kill -USR2 '"$pid" USR1
+    if [ "${#DDRL_RAY_STEP_PIDS[@]}" -gt 1 ]; then  # a multi-node Ray cluster (ray-cluster.sh)
+        ddrl_ray_cluster_watch "$pid" &
+    fi
     while :; do
         status=0
         wait "$pid" || status=$?

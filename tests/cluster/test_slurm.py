@@ -195,6 +195,43 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
     )
 
 
+def test_losing_a_node_checkpoints_requeues_and_resumes_on_a_whole_allocation(
+    slurm, job_env, tmp_path
+):
+    job = slurm.sbatch(
+        str(CTE_POWER / "jobs" / "distributed/ppo-2nodes.sh"),
+        *TINY_PPO_SETS,
+        "--set", "stop.iterations=6",
+        "--set", "checkpoint.every=2",
+        cwd=tmp_path,
+        env=job_env,
+    )  # fmt: skip
+    deadline = time.time() + 300
+    while job_log(job_env, "ppo-2nodes", job).count("\niter ") < 3:
+        assert time.time() < deadline and slurm.state(job).get("JobState") in (
+            "PENDING",
+            "RUNNING",
+        ), job_log(job_env, "ppo-2nodes", job) + job_log(job_env, "ppo-2nodes", job, "err")
+        time.sleep(0.5)
+    slurm.run(["scancel", "--signal=KILL", f"{job}.1"])  # node2's Ray (its srun step) dies
+
+    info = slurm.wait(job, timeout=900)
+    out = job_log(job_env, "ppo-2nodes", job)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out + job_log(
+        job_env, "ppo-2nodes", job, "err"
+    )
+    # the driver sees its trial fail with the node, or the watch sees node2's srun step end first
+    assert "Ray lost 1 node(s)" in out or "lost the Ray node on node2" in out, out
+    assert f"requeueing job {job}" in out
+    first_run, second_run = out.split("requeueing job")
+    before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
+    after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
+    assert after[-1] == 6 and "Ray cluster up: 2 node(s)" in second_run, (before, after)
+    # lost: the iterations done again after the resume (those since the stop's checkpoint)
+    redone = before[-1] + 1 - after[0]
+    assert 0 <= redone <= 1, (before, after)
+
+
 def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp_path):
     job = slurm.sbatch(
         str(CTE_POWER / "jobs" / "search/search.sh"),
@@ -205,8 +242,9 @@ def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp
         "--set", "checkpoint.every=0",
         "--set", "training.lr={grid_search: [0.0001, 0.0003, 0.001, 0.003]}",
         "--set", "tune.max_concurrent_trials=4",
+        "--track", "mlflow", "--track", "wandb",
         cwd=tmp_path,
-        env=job_env,
+        env={**job_env, "WANDB_API_KEY": "", "WANDB_SILENT": "true"},  # W&B offline
     )  # fmt: skip
     info = slurm.wait(job, timeout=400)
     out = job_log(job_env, "search", job)
@@ -221,6 +259,7 @@ def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp
     # 4 one-CPU trials at once on two 2-CPU nodes: Tune packed them onto both
     drivers = {results_of(t)[-1]["placement"]["driver_node"] for t in trials}
     assert drivers == {n["node_id"] for n in cluster["nodes"]}, drivers
+    assert_tracked_one_run_per_trial(experiment, trials)
 
     proc = subprocess.run(
         [sys.executable, "scripts/plot/summarize-data.py", str(experiment), "--output-dir", str(tmp_path)],
@@ -229,6 +268,25 @@ def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = (tmp_path / "humanoid" / f"ppo-{job}-trials.csv").read_text().splitlines()
     assert len(table) == 5 and "training.lr" in table[0]
+
+
+def assert_tracked_one_run_per_trial(experiment: Path, trials: list[Path]) -> None:
+    """An MLflow run and an offline W&B run per trial, each with its own learning rate and
+    every iteration (Tune's logger callbacks run on the head, whichever node runs a trial)."""
+    import mlflow
+    from wandb_records import read_run
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{experiment / 'mlflow.db'}")
+    (tracked,) = [e for e in client.search_experiments() if e.name == experiment.name]
+    runs = client.search_runs([tracked.experiment_id])
+    rates = sorted(float(r.data.params["training.lr"]) for r in runs)
+    assert rates == [0.0001, 0.0003, 0.001, 0.003], rates
+    for run in runs:
+        assert len(client.get_metric_history(run.info.run_id, "mean_return")) == 2
+    records = sorted((experiment / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(records) == len(trials) == 4
+    wandb_rates = sorted(float(read_run(r)[0]["training.lr"]) for r in records)
+    assert wandb_rates == rates
 
 
 def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env, tmp_path):

@@ -359,6 +359,62 @@ def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints(small_dis
     assert done + 1 - restarted_at <= 2, (iterations, said)
 
 
+def test_a_trial_lost_with_its_ray_node_exits_resumable_and_goes_on_from_its_checkpoint(
+    tmp_path,
+):
+    """A 2-node Ray cluster whose head has no CPUs, so the trial runs on the other node; that node
+    dies after the first checkpoint. (On Slurm: tests/cluster/test_slurm.py, losing a node.)"""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    quick_health_checks = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "include_dashboard": False,
+            "_system_config": quick_health_checks,  # the node declared dead in 3 s, not 15
+        },
+    )
+    try:
+        worker = cluster.add_node(num_cpus=2)
+        cluster.wait_for_nodes()
+        env = {**os.environ, "RAY_ADDRESS": cluster.address}
+        run = [
+            sys.executable, str(TRAIN_BULLET), *TINY_PPO, "--results-dir", str(tmp_path),
+            "--name", "lost", "--set", "env_runners.num_env_runners=0", "--set", "stop.iterations=4",
+            "--set", "checkpoint.every=1",
+        ]  # fmt: skip
+        driver = subprocess.Popen(
+            run, cwd=CTE_POWER, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        first = tmp_path / "lost"
+        deadline = time.time() + 240
+        while not list(first.glob("*/checkpoint_000000/rllib_checkpoint.json")):
+            assert time.time() < deadline and driver.poll() is None, driver.communicate()[0][-3000:]
+            time.sleep(0.2)
+        cluster.remove_node(worker, allow_graceful=False)
+        out = driver.communicate(timeout=240)[0]
+        said = "\n".join(
+            line for line in out.splitlines() if not line.startswith((" ", "[", "\x1b"))
+        )
+        assert driver.returncode == 3, said[-3000:]
+        assert "Ray lost 1 node(s)" in said and "--resume" in said, said[-3000:]
+        iterations_before = len(results_of(only_trial(first)))
+
+        cluster.add_node(num_cpus=2)
+        cluster.wait_for_nodes()
+        resumed = subprocess.run(
+            [*run, "--resume"], cwd=CTE_POWER, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        iterations = [r["training_iteration"] for r in results_of(only_trial(first))]
+        assert iterations[-1] == 4 and iterations_before >= 1, iterations
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def test_track_mlflow_logs_each_trial_as_a_run_with_stable_names(tmp_path):
     import mlflow
 

@@ -6,10 +6,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
+from sagemaker.core.s3.utils import parse_s3_url
 from sagemaker_support import (
     TINY,
     TINY_VIDEO,
@@ -259,6 +261,51 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
         "Local node IP: 127.0.0.3"
         in (worker_contract.output_data_dir / "ray-algo-2.log").read_text()
     )
+
+
+def test_a_two_host_job_stopped_at_its_max_runtime_checkpoints_within_the_grace_period(
+    offline_aws, tmp_path
+):
+    """SIGTERM to both hosts at MaxRuntimeInSeconds, as SageMaker sends it: the worker host stays
+    up until the head says training ended, so the head's stop checkpoint (the only one: periodic
+    checkpoints are off) is written and exported before the 120 s kill."""
+    from sagemaker.core.training.configs import Compute
+    from sagemaker.train.configs import StoppingCondition
+
+    from sagemaker_offline import local_mode
+
+    if not local_mode.pid_namespace_prefix():
+        pytest.skip("no PID namespaces on this machine (unshare needs root or user namespaces)")
+    hyperparameters = {
+        **TINY["ppo"],
+        "env_runners__num_env_runners": "auto",
+        "stop__iterations": 100000,
+        "checkpoint__every": 0,  # only the stop's checkpoint
+        "checkpoint__at_end": False,
+        "video_every": 0,
+        "ray_num_cpus": 1,
+        "join_timeout_s": 120,
+    }
+    job, lines = run_sdk_job(
+        offline_aws, tmp_path, "test-two-stop", hyperparameters,
+        compute=Compute(instance_type="ml.c5.4xlarge", instance_count=2),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=90),
+    )  # fmt: skip
+    log = "\n".join(lines)
+    head = "\n".join(line for line in lines if line.startswith("[algo-1]"))
+    worker = "\n".join(line for line in lines if line.startswith("[algo-2]"))
+    assert "MaxRuntimeInSeconds (90) reached" in log, log[-3000:]
+    assert "Ray cluster up: 2 node(s)" in head and "iter " in head, head[-3000:]
+    assert "stopped on SIGTERM after checkpointing" in head, head[-3000:]
+    assert "stays up until the head has checkpointed" in worker, worker[-3000:]
+    assert "training ended (done)" in worker, worker[-3000:]
+    assert "killing the job (SIGKILL)" not in log and job.exit_code == 0, log[-3000:]
+    s3 = offline_aws.client("s3")
+    bucket, key = parse_s3_url(job.model_artifact)
+    (tmp_path / "model.tar.gz").write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    with tarfile.open(tmp_path / "model.tar.gz") as tar:
+        names = tar.getnames()
+    assert any(n.endswith("rllib_checkpoint.json") for n in names), names
 
 
 def test_a_heterogeneous_job_learns_on_its_gpu_group_and_samples_on_its_cpu_group(

@@ -24,7 +24,8 @@ from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_va
 from ddrl.pipeline.rllib_config import build_algorithm_config
 
 #: Exit code after a stop request (SIGUSR2; our Slurm jobs forward Slurm's warning signal): every
-#: running trial checkpointed, Tune saved its state, and ``--resume`` continues from there.
+#: running trial checkpointed, Tune saved its state, and ``--resume`` continues from there. Also
+#: after trials failed with a lost Ray node: ``--resume`` continues them from their last checkpoint.
 EXIT_CHECKPOINTED = 3
 # Not SIGUSR1: Tune takes that one for an immediate stop without checkpoints.
 STOP_SIGNAL = signal.SIGUSR2
@@ -277,11 +278,19 @@ def make_state_keeper(path: Path):
     return KeepStateCopies(path)
 
 
-def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: list = ()) -> int:
+def run(
+    experiment: Experiment,
+    path: Path,
+    resume: bool = False,
+    callbacks: list = (),
+    algorithm_callbacks: list = (),
+) -> int:
     """Train (or resume) the experiment at ``path``; Ray must be running. Returns an exit code.
 
     ``callbacks``: extra Tune callbacks (the SageMaker launcher's metric lines and videos). Tune
     saves them with the experiment, and a resumed experiment keeps the ones it started with.
+    ``algorithm_callbacks``: extra RLlib callback classes, run in each trial's process (the
+    learning benchmark's clock and evaluation rounds).
     """
     from ray import tune
 
@@ -292,6 +301,10 @@ def run(experiment: Experiment, path: Path, resume: bool = False, callbacks: lis
         param_space = experiment.checked_config
     else:
         param_space = build_algorithm_config(experiment)
+    if algorithm_callbacks:
+        own = param_space.callbacks_class
+        own = list(own) if isinstance(own, (list, tuple)) else [own]
+        param_space = param_space.copy(copy_frozen=False).callbacks(own + list(algorithm_callbacks))
 
     if resume:
         say(f"resuming {path}")
@@ -381,12 +394,46 @@ def _report(results, path: Path, seconds: float) -> int:
         )
     if len(results) > 1:
         _summarize_search(path)
+    lost = _lost_nodes([result.error for result in results if result.error])
+    if lost:
+        say(
+            f"Ray lost {len(lost)} node(s) of the cluster during the run ({', '.join(lost)}), and "
+            f"{failed} trial(s) with it. Each goes on from its last checkpoint with --resume on a "
+            "whole allocation (a Slurm job requeues itself)."
+        )
+        return EXIT_CHECKPOINTED
     if failed:
         print(f"{failed} trial(s) failed; their error.txt files say why.", file=sys.stderr)
         if _disk_full(path):
             _tell_disk_full(path)
         return 1
     return 0
+
+
+#: How long Ray may take to declare a node dead once a trial's actor lost its connection to it
+#: (Ray's health check: 5 failed checks 3 s apart by default).
+NODE_DEATH_WAIT_S = 60
+
+
+def _lost_nodes(errors: list) -> list[str]:
+    """The addresses of the Ray nodes that have died during the run, if trials failed because
+    one of their actors became unreachable (the trial fails at once; Ray declares the node
+    dead some seconds later)."""
+    import ray
+    from ray.exceptions import NodeDiedError, RayActorError
+
+    if not ray.is_initialized() or not any(
+        isinstance(e, (RayActorError, NodeDiedError)) for e in errors
+    ):
+        return []
+    if len(ray.nodes()) < 2:  # one node: an actor's failure is no node's loss
+        return []
+    deadline = time.monotonic() + NODE_DEATH_WAIT_S
+    while True:
+        dead = sorted(node["NodeManagerAddress"] for node in ray.nodes() if not node["Alive"])
+        if dead or time.monotonic() > deadline:
+            return dead
+        time.sleep(1)
 
 
 def _disk_full(path: Path) -> bool:

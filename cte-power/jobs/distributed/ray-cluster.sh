@@ -7,6 +7,10 @@
 #                            one task per node), per-job ports and auth token; waits until every
 #                            node has joined (or fails saying which did not) and exports RAY_ADDRESS
 #                            so that the training driver attaches to this cluster.
+#   ddrl_ray_cluster_watch PID  (ddrl_train runs it beside the driver PID) if a node's Ray ends
+#                            (the node died, or its srun step was killed), asks the driver to
+#                            checkpoint and stop, as at the time limit: the job then requeues and
+#                            resumes on a whole allocation instead of waiting for CPUs that are gone.
 #   ddrl_ray_cluster_down    stops the head and workers started here (also run on EXIT).
 #
 # Ports come from the job id, so two jobs sharing a node never collide; a token that only this
@@ -52,6 +56,22 @@ ddrl_ray_cluster_up() {
         echo "error: the Ray cluster did not form; see $DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-*.log" >&2
         return 1
     fi
+}
+
+ddrl_ray_cluster_watch() {
+    local driver=$1 index
+    local -a nodes
+    mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+    while kill -0 "$driver" 2>/dev/null; do
+        for index in "${!DDRL_RAY_STEP_PIDS[@]}"; do
+            if ! kill -0 "${DDRL_RAY_STEP_PIDS[$index]}" 2>/dev/null; then
+                echo "ddrl: $(date '+%F %T') lost the Ray node on ${nodes[$index]} (its srun step ended): asking the run to checkpoint and stop"
+                kill -USR2 "$driver"
+                return
+            fi
+        done
+        sleep "${DDRL_WATCH_EVERY_S:-5}"
+    done
 }
 
 ddrl_ray_cluster_down() {

@@ -16,7 +16,8 @@ What an entry point (``src/train-humanoid-*.py``) calls. On every host of the jo
    (SageMaker syncs that folder with the job's checkpoint S3 URI and puts it back when a spot job
    restarts, so a restarted job resumes from its newest checkpoint), printing ``#metrics`` lines
    for the metric definitions and recording a video at checkpoints into
-   ``/opt/ml/checkpoints/videos/``; the other hosts wait and exit 0 when it ends;
+   ``/opt/ml/checkpoints/videos/``; the other hosts wait and exit 0 when it ends (SageMaker's
+   SIGTERM included: they stay up until the head has checkpointed and says training ended);
 4. exports the policy and the experiment config to ``/opt/ml/model`` (:mod:`sagemaker_rl.artifacts`)
    and each trial's results to ``/opt/ml/output/data``.
 """
@@ -192,7 +193,9 @@ class Launcher:
             head_address=f"{head_host}:{head_port}",
             status_file=self.contract.scratch_dir / "cluster-status.json",
         )
-        signal.signal(signal.SIGTERM, _exit_on_signal)
+        # SageMaker's stop reaches every host at once; the head's stop checkpoint needs this
+        # host's env runners for one more iteration, so stay up until the head says it is done
+        signal.signal(signal.SIGTERM, _stay_up_for_the_head)
         return cluster.serve_as_worker(node, head_host, head_port)
 
     def _model_extra(self) -> dict:
@@ -230,7 +233,7 @@ class Launcher:
         callbacks.configure(self._video_settings())
         node = None
         status = "failed"
-        code = 1
+        code, stopped = 1, False
         try:
             if self.multi_node:
                 node, cluster_cpus = self._start_head()
@@ -266,14 +269,16 @@ class Launcher:
                     callbacks.TensorBoardFiles(path, self.contract.tensorboard_dir),
                 ],
             )
-            status = "done" if code in (0, training.EXIT_CHECKPOINTED) else "failed"
+            # the same code after trials failed with a lost host: resumable, but not done
+            stopped = code == training.EXIT_CHECKPOINTED and training.StopRequest.requested
+            status = "done" if code == 0 or stopped else "failed"
         finally:
             if node is not None:
                 self._stop_head(node, status)
             else:
                 ray_runtime.stop_ray()
         videos = callbacks.finish()
-        if code == training.EXIT_CHECKPOINTED:
+        if stopped:
             say(
                 "stopped on SIGTERM after checkpointing; a restarted job resumes from /opt/ml/checkpoints"
             )
@@ -289,7 +294,12 @@ class Launcher:
                 raise
         artifacts.copy_summaries(path, self.contract.output_data_dir)
         say(f"videos: {len(videos)} in {self.contract.videos_dir}")
-        if code != 0:
+        if code == training.EXIT_CHECKPOINTED:
+            self.contract.write_failure(
+                "a host of the job was lost during training; its trials' checkpoints are in the "
+                "job's checkpoint S3 URI: continue them with a new job (CONTINUE_FROM)"
+            )
+        elif code != 0:
             self.contract.write_failure(
                 f"training failed (exit code {code}); see the trial's error.txt in the checkpoints"
             )
@@ -367,5 +377,8 @@ class Launcher:
             os.environ.pop("RAY_ADDRESS", None)
 
 
-def _exit_on_signal(signum, frame):
-    raise SystemExit(128 + signum)
+def _stay_up_for_the_head(signum, frame):
+    say(
+        f"received {signal.Signals(signum).name}: this worker stays up until the head has "
+        "checkpointed and says training ended"
+    )
