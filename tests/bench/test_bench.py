@@ -71,6 +71,13 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     memory = table[table["unit"] == "MiB"].iloc[0]
     assert 100 < memory["value"] < 8192
     assert "targets met:" in proc.stdout
+    # every ratio comes with the machine it holds for: the CPU model and its matmul rate
+    from ddrl.bench import machine
+
+    assert (table["cpu_model"] == machine.cpu_model()).all() and (table["matmul_gflops"] > 0).all()
+    assert (
+        proc.stdout.startswith("machine: ") and f"machine: {machine.cpu_model()}, " in proc.stdout
+    )
 
 
 def test_interleave_brackets_each_round_with_its_limit():

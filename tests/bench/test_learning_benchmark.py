@@ -1,5 +1,6 @@
 """The learning benchmark (ours vs Stable-Baselines3): its statistics, and one tiny end-to-end run."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -73,6 +74,22 @@ def test_verdict_is_within_or_above_the_peers_ci():
     # the smoothed return passes 500 at 5,000 steps (1000 * 5/10) for the 1000-return seed...
     assert summary["seeds_reaching"].iloc[0] == 3
     assert summary["steps_to_threshold"].iloc[0] == pytest.approx(np.mean([6000, 5000, 5000]))
+
+
+def test_cpu_time_is_compared_where_both_sides_recorded_it():
+    ours, sb3 = curves("ours", [1000.0] * 3), curves("sb3", [1000.0] * 3)
+    both = report.verdicts(
+        report.table(
+            pd.concat([ours.assign(cpu_s=ours["wall_s"] * 3), sb3.assign(cpu_s=sb3["wall_s"] * 2)]),
+            {},
+        )
+    )
+    assert both["cpu_ratio"].iloc[0] == pytest.approx(1.5)
+    one = report.verdicts(report.table(pd.concat([ours.assign(cpu_s=1.0), sb3]), {}))
+    assert math.isnan(one["cpu_ratio"].iloc[0])
+    assert "| 1.00 | not recorded |" in report.markdown(
+        one, report.table(pd.concat([ours, sb3]), {})
+    )
 
 
 def test_same_hyperparameters_for_both_systems():
@@ -182,6 +199,47 @@ def test_bad_budget_is_one_clear_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "error: --budget 'SAC=lots': expected NAME=NUMBER, e.g. --budget SAC=20000"
     ]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--set", "env_runners.observation_filter=MeanStdFilter"], "--set changes our runs only"),
+        (
+            ["--systems", "ours", "--set", "env_runners.observation_filter=Mean"],
+            "'env_runners.observation_filter' must be NoFilter or MeanStdFilter",
+        ),
+    ],
+)
+def test_an_ablation_changes_our_runs_only_and_is_checked_first(extra, message, tmp_path):
+    proc = run_script(BENCH, "--algorithms", "PPO", *extra, "--output-dir", tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert message in line and not list(tmp_path.glob("*.csv"))
+
+
+def test_runs_with_other_settings_are_refused_in_a_folder_of_runs(tmp_path):
+    """One folder, one table: an ablation among the shipped runs, or shipped runs among an
+    ablation's, would mix two settings' curves."""
+    shipped, ablation = tmp_path / "shipped", tmp_path / "ablation"
+    shipped.mkdir(), ablation.mkdir()
+    (shipped / "HopperBulletEnv-v0-PPO-ours-seed0.csv").write_text("env_steps\n")
+    (ablation / "overrides.txt").write_text("env_runners.observation_filter=MeanStdFilter\n")
+    ours = ["--algorithms", "PPO", "--systems", "ours"]
+    filtered = ["--set", "env_runners.observation_filter=MeanStdFilter"]
+    proc = run_script(BENCH, *ours, *filtered, "--output-dir", shipped, timeout=120)
+    assert proc.returncode == 2 and "holds runs trained with the shipped settings" in proc.stderr
+    proc = run_script(BENCH, *ours, "--output-dir", ablation, timeout=120)
+    assert proc.returncode == 2
+    assert "holds runs trained with env_runners.observation_filter=MeanStdFilter" in proc.stderr
+
+
+def test_an_ablation_trains_our_run_with_its_settings():
+    run = lb.Run("ours", "PPO", "HopperBulletEnv-v0", 0, 1000, ("training.lr=0.001",))
+    assert lb.experiment_of(run).rllib["training"]["lr"] == 0.001
+    assert (
+        lb.experiment_of(dataclasses.replace(run, overrides=())).rllib["training"]["lr"] == 0.0003
+    )
 
 
 def test_a_stopped_process_does_not_count_as_training_time():

@@ -113,6 +113,10 @@ def table(curves: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
                 "steps_to_threshold": float(np.mean(reached)) if reached else math.nan,
                 "seconds_to_threshold": float(np.nanmean(time_to)) if reached else math.nan,
                 "train_seconds": float(runs.groupby("seed")["wall_s"].max().mean()),
+                # the runs' own CPU time (curves written before it was recorded have none)
+                "train_cpu_seconds": float(runs.groupby("seed")["cpu_s"].max().mean())
+                if "cpu_s" in runs and runs["cpu_s"].notna().all()
+                else math.nan,
                 "paused_seconds_taken_out": float(runs.groupby("seed")["paused_s"].first().sum())
                 if "paused_s" in runs
                 else 0.0,
@@ -146,6 +150,7 @@ def verdicts(summary: pd.DataFrame) -> pd.DataFrame:
                 if sb3["final_return"]
                 else math.nan,
                 "time_ratio": ours["train_seconds"] / sb3["train_seconds"],
+                "cpu_ratio": ours["train_cpu_seconds"] / sb3["train_cpu_seconds"],
                 "ours_steps_to_threshold": ours["steps_to_threshold"],
                 "sb3_steps_to_threshold": sb3["steps_to_threshold"],
                 "meets_target": bool(ours["final_return"] >= sb3["ci_low"]),
@@ -230,8 +235,8 @@ def markdown(pairs: pd.DataFrame, summary: pd.DataFrame) -> str:
     lines = [
         "| env | algorithm | seeds (ours/SB3) | ours: return [95% CI] | SB3: return [95% CI] | ours / SB3 "
         "| ours eval | SB3 eval | env steps to threshold (ours / SB3) | training time ours / SB3 "
-        "| within or above SB3's CI: return / eval |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| CPU time ours / SB3 | within or above SB3's CI: return / eval |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in pairs.itertuples():
         threshold = summary[(summary["env"] == row.env)]["threshold"].iloc[0]
@@ -247,6 +252,7 @@ def markdown(pairs: pd.DataFrame, summary: pd.DataFrame) -> str:
         lines.append(
             f"| {row.env} | {row.algorithm} | {row.seeds} | {row.ours} | {row.sb3} | {row.return_ratio:.2f} "
             f"| {row.ours_eval} | {row.sb3_eval} | {steps} | {row.time_ratio:.2f} "
+            f"| {'not recorded' if math.isnan(row.cpu_ratio) else f'{row.cpu_ratio:.2f}'} "
             f"| {'yes' if row.meets_target else '**no**'} / {'yes' if row.eval_meets_target else '**no**'} |"
         )
     return "\n".join(lines) + "\n\n" + markdown_reliable(pairs)

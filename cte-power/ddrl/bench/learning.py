@@ -12,12 +12,14 @@ systems' evaluation code does not count.
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from ddrl.bench import sb3
 from ddrl.errors import UserError
@@ -49,6 +51,8 @@ class Run:
     env: str
     seed: int
     budget: int
+    #: ``--set`` overrides of our run's settings (an ablation; SB3's runs take none)
+    overrides: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -101,12 +105,14 @@ def our_experiment(run: Run, eval_every: int, eval_episodes: int) -> dict:
     from ddrl.pipeline.experiment import read_experiment_file
 
     check_settings_for(run.algorithm, run.env)
-    raw = read_experiment_file(config_path(run.algorithm), TOOLKIT, [f"env={run.env}"])
-    raw.pop("checkpoint", None)
+    raw = read_experiment_file(
+        config_path(run.algorithm), TOOLKIT, [f"env={run.env}", *run.overrides]
+    )
+    raw["checkpoint"] = {"every": 0, "at_end": True, "keep": 1}  # the final policy only
     raw["stop"] = {"env_steps": run.budget}
     raw["debugging"] = {"seed": run.seed}
     raw["env_runners"]["num_env_runners"] = 0  # one process a side
-    # evaluate() is called by the benchmark itself, so that its time is kept apart
+    # BenchmarkClock calls evaluate() itself, so that its time is kept apart
     raw["evaluation"] = {
         "evaluation_interval": 10**9,
         "evaluation_duration": eval_episodes,
@@ -135,56 +141,77 @@ def train_ours(
     progress=print,
     checkpoint_dir: Path | None = None,
 ) -> pd.DataFrame:
-    """Train ``run`` with ddrl; with ``checkpoint_dir``, save the final policy there as an
-    experiment folder that scripts/render/render-bullet.py --checkpoint accepts."""
+    """Train ``run`` with ddrl, through the pipeline's conductor (``ddrl.pipeline.training.run``)
+    as every run is; with ``checkpoint_dir``, its experiment folder (with the final policy, which
+    scripts/render/render-bullet.py --checkpoint takes) is kept there."""
+    import tempfile
+
     import ray
-    import torch
 
-    from ddrl.envs import toolkits
-    from ddrl.pipeline import results
-    from ddrl.pipeline.callbacks import EPISODE_RETURNS
-    from ddrl.pipeline.experiment import dump_yaml
+    from ddrl.pipeline import results, training
 
-    torch.set_num_threads(1)
     experiment = experiment_of(run, eval_every, eval_episodes)
-    toolkits.register_env(TOOLKIT, experiment.env)
-    ray.init(
-        address="local",
-        num_cpus=1,
-        include_dashboard=False,
-        _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}",
-    )
-    algo = experiment.checked_config.build_algo()  # built and checked at validation
-    rows, trained_s, trained_cpu_s, next_eval = [], 0.0, 0.0, eval_every
-    try:
-        steps = 0
-        while steps < run.budget:
-            started, started_cpu = time.perf_counter(), time.process_time()
-            result = algo.train()
-            trained_s += time.perf_counter() - started
-            trained_cpu_s += time.process_time() - started_cpu
-            steps = int(result["num_env_steps_sampled_lifetime"])
-            row = {
-                "env_steps": steps,
-                "wall_s": trained_s,
-                "cpu_s": trained_cpu_s,
-                "smoothed_return": results.result_value(result, results.MEAN_RETURN),
-                "eval_return": None,
+    clock = type("Clock", (BenchmarkClock,), {"budget": run.budget, "eval_every": eval_every})
+    with tempfile.TemporaryDirectory(prefix="ddrl-lb-") as scratch:
+        path = Path(checkpoint_dir or scratch) / run.name
+        if path.exists():  # a run cut short before: it starts again
+            shutil.rmtree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ray.init(
+            address="local",
+            num_cpus=1,
+            include_dashboard=False,
+            _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}",
+        )
+        try:
+            code = training.run(experiment, path, algorithm_callbacks=[clock])
+        finally:
+            ray.shutdown()
+        if code != 0:
+            raise RuntimeError(f"{run.name}: training failed (exit code {code}); see {path}")
+        (trial,) = [p for p in path.iterdir() if (p / "result.json").is_file()]
+        rows = [
+            {
+                "env_steps": int(row[results.ENV_STEPS]),
+                "wall_s": row[BenchmarkClock.WALL],
+                "cpu_s": row[BenchmarkClock.CPU],
+                "smoothed_return": results.result_value(row, results.MEAN_RETURN),
+                "eval_return": row.get(BenchmarkClock.EVAL),
             }
-            if steps >= next_eval or steps >= run.budget:
-                returns = algo.evaluate()["env_runners"].get(EPISODE_RETURNS, [])
-                row["eval_return"] = float(np.mean(returns)) if len(returns) else None
-                next_eval += eval_every
-            rows.append(row)
-            progress(_progress_line(run, row))
-        if checkpoint_dir is not None:
-            experiment_dir = Path(checkpoint_dir) / run.name
-            algo.save_to_path(str((experiment_dir / "trial" / "checkpoint_000000").resolve()))
-            (experiment_dir / results.EXPERIMENT_FILE).write_text(dump_yaml(experiment.to_dict()))
-    finally:
-        algo.stop()
-        ray.shutdown()
+            for row in results.trial_results(trial)
+        ]
+    progress(_progress_line(run, rows[-1]))  # the conductor printed every iteration's line
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+class BenchmarkClock(RLlibCallback):
+    """Per iteration, in the trial's process: the training time apart from evaluation (wall and
+    this process's CPU), and an evaluation round every ``eval_every`` env steps and at the
+    budget, timed apart (SB3's side does the same), so that evaluation code does not count."""
+
+    WALL, CPU, EVAL = "benchmark_wall_s", "benchmark_cpu_s", "benchmark_eval_return"
+    budget: int
+    eval_every: int
+
+    def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
+        self.trained_s, self.eval_cpu_s, self.next_eval = 0.0, 0.0, self.eval_every
+        self.started_cpu, self.iteration_started = time.process_time(), time.perf_counter()
+
+    def on_train_result(self, *, algorithm, result, **kwargs) -> None:
+        from ddrl.pipeline import results
+        from ddrl.pipeline.callbacks import EPISODE_RETURNS
+
+        self.trained_s += time.perf_counter() - self.iteration_started
+        result[self.WALL] = self.trained_s
+        result[self.CPU] = time.process_time() - self.started_cpu - self.eval_cpu_s
+        steps = results.result_value(result, results.ENV_STEPS)
+        if steps >= self.next_eval or steps >= self.budget:
+            started_cpu = time.process_time()
+            returns = algorithm.evaluate()["env_runners"].get(EPISODE_RETURNS, [])
+            self.eval_cpu_s += time.process_time() - started_cpu
+            result[self.EVAL] = float(np.mean(returns)) if len(returns) else None
+            self.next_eval += self.eval_every
+        self.iteration_started = time.perf_counter()  # the next iteration starts after this
 
 
 # ------------------------------------------------------------------------------------ SB3

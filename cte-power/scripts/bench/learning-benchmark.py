@@ -14,9 +14,12 @@ Run from cte-power/:
   python scripts/bench/learning-benchmark.py                                   # everything (hours)
   python scripts/bench/learning-benchmark.py --algorithms SAC --envs HopperBulletEnv-v0 --jobs 2
   python scripts/bench/learning-benchmark.py --report-only                     # table + figures
+  python scripts/bench/learning-benchmark.py --algorithms PPO --systems ours \
+      --set env_runners.observation_filter=MeanStdFilter --output-dir results/bench/learning-obs-filter
 """
 
 import argparse
+import dataclasses
 import subprocess
 import sys
 import time
@@ -25,7 +28,7 @@ from pathlib import Path
 from ddrl import cli, paths
 from ddrl.analysis import learning_report
 from ddrl.bench import learning as lb
-from ddrl.bench import sb3
+from ddrl.bench import machine, sb3
 from ddrl.errors import UserError
 
 SCRIPT = Path(__file__).resolve()
@@ -33,10 +36,10 @@ OUTPUT_DIR = paths.CTE_POWER_DIR / "results" / "bench" / "learning"
 FIGURES = paths.REPO_DIR / "figures" / "plots"
 
 
-def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) -> int:
+def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path, overrides=()) -> int:
     """The child process: train one run and write its CSV (atomically: a cut run leaves none)."""
     system, algorithm, env, seed, budget = spec.split(",")
-    run = lb.Run(system, algorithm, env, int(seed), int(budget))
+    run = lb.Run(system, algorithm, env, int(seed), int(budget), tuple(overrides))
     curve = lb.train(
         run,
         eval_every or max(1, run.budget // 10),
@@ -50,9 +53,30 @@ def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path) ->
     return 0
 
 
+SETTINGS_FILE = "overrides.txt"
+
+
+def check_same_settings(output_dir: Path, overrides: list[str]) -> None:
+    """One folder, one set of settings: the ``--set`` overrides its runs were trained with are
+    kept in it (``overrides.txt``), and runs with others are refused there (their curves would
+    be mixed in one table)."""
+    wanted = "".join(f"{override}\n" for override in overrides)
+    path = output_dir / SETTINGS_FILE
+    kept = path.read_text() if path.is_file() else ""
+    if (path.is_file() or any(output_dir.glob("*.csv"))) and kept != wanted:
+        said = ", ".join(kept.split()) or "the shipped settings"
+        raise UserError(
+            f"{output_dir} holds runs trained with {said}; give these settings an "
+            "--output-dir of their own."
+        )
+    if wanted:
+        path.write_text(wanted)
+
+
 def run_all(runs: list, jobs: int, args) -> None:
     """Run the missing runs, ``jobs`` at a time, each a child process with its log beside its CSV."""
     pending = [r for r in runs if not r.is_done(args.output_dir)]
+    print(machine.line(machine.describe()), flush=True)  # where the times were measured
     print(
         f"{len(runs) - len(pending)} of {len(runs)} runs already done; {len(pending)} to run, {jobs} at a time",
         flush=True,
@@ -74,6 +98,7 @@ def run_all(runs: list, jobs: int, args) -> None:
                 str(args.eval_episodes),
                 "--output-dir",
                 str(args.output_dir),
+                *[f"--set={override}" for override in args.overrides],
             ]
             running[run] = (
                 subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT),
@@ -200,6 +225,11 @@ def main(argv=None) -> int:
         metavar="K",
         help="run only the K-th run of the list, here (a Slurm array task: --task $SLURM_ARRAY_TASK_ID)",
     )
+    cli.add_overrides(
+        parser,
+        help="change a setting of our runs, e.g. --set env_runners.observation_filter=MeanStdFilter "
+        "(an ablation: with --systems ours and its own --output-dir; repeatable)",
+    )
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # a child process: one run
     args = parser.parse_args(argv)
     from ddrl.pipeline.rllib_config import quiet_rllib_notices
@@ -207,7 +237,9 @@ def main(argv=None) -> int:
     quiet_rllib_notices()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     if args.run:
-        return run_one(args.run, args.eval_every, args.eval_episodes, args.output_dir)
+        return run_one(
+            args.run, args.eval_every, args.eval_episodes, args.output_dir, args.overrides
+        )
 
     budget = cli.pairs(args.budget, cli.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
     threshold = cli.pairs(args.threshold, cli.real(), "threshold", "HopperBulletEnv-v0=1000")
@@ -215,6 +247,11 @@ def main(argv=None) -> int:
     if args.report_only:
         report(args.output_dir, thresholds, args.figures_dir)
         return 0
+    if args.overrides and "sb3" in args.systems:
+        raise UserError(
+            "--set changes our runs only (SB3's take the shipped settings): add --systems ours, "
+            "and an --output-dir of its own for the ablation's curves."
+        )
     if "sb3" in args.systems:
         sb3.require_sb3()  # now, not in every child
     from ddrl.envs import toolkits
@@ -224,12 +261,16 @@ def main(argv=None) -> int:
         for algorithm in args.algorithms:
             lb.check_settings_for(algorithm, env)
     runs = [
-        lb.Run(system, algorithm, env, seed, budgets[algorithm])
+        lb.Run(system, algorithm, env, seed, budgets[algorithm], tuple(args.overrides))
         for algorithm in args.algorithms
         for env in args.envs
         for seed in args.seeds
         for system in args.systems
     ]
+    for run in {dataclasses.replace(r, seed=0, system="ours") for r in runs}:
+        lb.experiment_of(run)  # bad settings: one line now, before any run starts
+    if not args.list:
+        check_same_settings(args.output_dir, args.overrides)
     if args.list:
         for index, run in enumerate(runs):
             print(
@@ -250,6 +291,7 @@ def main(argv=None) -> int:
             args.eval_every or 0,
             args.eval_episodes,
             args.output_dir,
+            args.overrides,
         )
     run_all(runs, args.jobs, args)
     report(args.output_dir, thresholds, args.figures_dir)

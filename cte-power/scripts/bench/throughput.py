@@ -17,7 +17,6 @@ Writes the table to results/bench/throughput-<host>-<date>.csv.
 """
 
 import argparse
-import platform
 import socket
 import sys
 import time
@@ -27,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ddrl import cli, paths
-from ddrl.bench import throughput
+from ddrl.bench import machine, throughput
 from ddrl.envs import toolkits
 from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
 
@@ -193,6 +192,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     rllib_config.quiet_rllib_notices()
     rows = []
+    host = machine.describe()  # every ratio below holds for this CPU, not for every CPU
+    print(machine.line(host), flush=True)
 
     def record(measure, rounds, name, limit=None, target=None, unit="env steps/s"):
         """A row: ``name``'s rate (``unit``) and, against ``limit``, the median and quartiles of the per-round ratios."""
@@ -259,9 +260,7 @@ def main(argv=None) -> int:
     finally:
         ray_runtime.stop_ray()
 
-    table = pd.DataFrame(rows).assign(
-        cpus=resources.available().cpus, machine=platform.processor() or platform.machine()
-    )
+    table = pd.DataFrame(rows).assign(ray_cpus=resources.available().cpus, **host)
     output = (
         args.output
         or paths.results_root()
@@ -270,8 +269,8 @@ def main(argv=None) -> int:
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(output, index=False)
-    print("\n" + table.drop(columns=["machine"]).to_string(index=False))
-    print(f"\nwritten to {output}")
+    print("\n" + table.drop(columns=list(host)).to_string(index=False))
+    print(f"\n{machine.line(host)}\nwritten to {output}")
     met = table["meets_target"].dropna()
     print(f"targets met: {int(met.sum())} of {len(met)}")
     return 0
