@@ -127,11 +127,17 @@ def expect_type(value: Any, allowed: tuple[type, ...] | None, name: str) -> Any:
     elif isinstance(value, int):
         ok = numeric
     elif isinstance(value, float):
-        if float not in allowed and int in allowed and value.is_integer():
+        # 1e6 is a float to YAML; a float beyond 2**53 holds no exact whole number
+        if float not in allowed and int in allowed and value.is_integer() and abs(value) <= 2**53:
             value = int(value)
         ok = float in allowed or isinstance(value, int)
     else:
         ok = isinstance(value, tuple(t for t in allowed if t is not type(None)))
+    if ok and isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+        raise UserError(
+            f"'{name}' is {value:.4g}, larger than any setting takes (at most 2**53). "
+            f"Fix it in the config file or with --set {name}=VALUE."
+        )
     if not ok:
         names = sorted({_TYPE_NAMES.get(t, t.__name__) for t in allowed})
         raise UserError(

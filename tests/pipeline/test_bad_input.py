@@ -284,6 +284,26 @@ CASES.update(
             {},
             ["'training.vf_loss_coeff' must be", "inf"],
         ),
+        # whole numbers too large for any setting: RLlib would list 10**20 learners' resources
+        # (filling the memory) or overflow a C integer once Ray has started
+        "absurd-number-of-learners": (
+            GOOD,
+            ["--set", "learners.num_learners=200000"],
+            {},
+            ["'learners.num_learners' must be a number of learners", "at most 100,000"],
+        ),
+        "absurd-float-for-a-count": (
+            GOOD,
+            ["--set", "evaluation.evaluation_duration=1.0e+308"],
+            {},
+            ["'evaluation.evaluation_duration' must be an integer", "1e+308"],
+        ),
+        "absurd-unranged-integer": (
+            GOOD,
+            ["--set", "debugging.seed=100000000000000000000000"],
+            {},
+            ["'debugging.seed' is 1e+23, larger than any setting takes"],
+        ),
     }
 )
 CASES["wrong-type-number"] = (

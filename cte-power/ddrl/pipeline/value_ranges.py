@@ -19,8 +19,15 @@ Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 LearningRate = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=1)]
-CountOrZero = Annotated[int, Field(ge=0)]
+#: The largest whole number a setting takes: beyond 2**53 a float (YAML reads 1e6 as one) no
+#: longer holds every integer, and no step count or buffer comes near it.
+LARGEST_COUNT = 2**53
+#: The most actors (env runners, learners) or envs per runner a trial may ask for: RLlib lists a
+#: resource bundle for each actor before anything starts, so 10**20 of them would fill the memory.
+LARGEST_ACTOR_COUNT = 100_000
+Count = Annotated[int, Field(ge=1, le=LARGEST_COUNT)]
+CountOrZero = Annotated[int, Field(ge=0, le=LARGEST_COUNT)]
+Actors = Annotated[int, Field(ge=0, le=LARGEST_ACTOR_COUNT)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # CPUs / GPUs: fractions allowed
 Layers = list[Annotated[int, Field(gt=0, strict=True)]]
 RateOrSchedule = LearningRate | list  # RLlib accepts [[step, value], ...] schedules for lr
@@ -61,13 +68,16 @@ RANGES: dict[str, tuple[Any, str]] = {
     "minibatch_size": (Count | None, "a minibatch size, 1 or more"),
     "num_epochs": (Count, "passes over each batch, 1 or more"),
     "num_steps_sampled_before_learning_starts": (CountOrZero, "env steps, 0 or more"),
-    "num_env_runners": (CountOrZero, "a number of env runners, 0 or more"),
-    "num_envs_per_env_runner": (Count, "envs per runner, 1 or more"),
+    "num_env_runners": (Actors, "a number of env runners, 0 or more"),
+    "num_envs_per_env_runner": (
+        Annotated[int, Field(ge=1, le=LARGEST_ACTOR_COUNT)],
+        "envs per runner, 1 or more",
+    ),
     "rollout_fragment_length": (
         Count | Literal["auto"],
         "env steps per fragment, 1 or more, or auto",
     ),
-    "num_learners": (CountOrZero, "a number of learners, 0 or more"),
+    "num_learners": (Actors, "a number of learners, 0 or more"),
     "num_gpus_per_learner": (Amount, "GPUs, 0 or more"),
     "num_cpus_per_learner": (Amount | Literal["auto"], "CPUs, 0 or more"),
     "num_cpus_per_env_runner": (Amount, "CPUs, 0 or more"),
@@ -78,7 +88,7 @@ RANGES: dict[str, tuple[Any, str]] = {
         "iterations between evaluations, 1 or more (or null: none)",
     ),
     "evaluation_duration": (Count | Literal["auto"], "episodes or steps per evaluation, 1 or more"),
-    "evaluation_num_env_runners": (CountOrZero, "a number of env runners, 0 or more"),
+    "evaluation_num_env_runners": (Actors, "a number of env runners, 0 or more"),
     "metrics_num_episodes_for_smoothing": (Count, "episodes in the return window, 1 or more"),
     "min_sample_timesteps_per_iteration": (CountOrZero, "env steps, 0 or more"),
     "min_time_s_per_iteration": (NonNegative | None, "seconds, 0 or more"),
@@ -101,11 +111,12 @@ def check(name: str, value: Any) -> Any:
         _fail(name, value, key)
     try:
         return _ADAPTERS[key].validate_python(value)
-    except ValidationError:
-        _fail(name, value, key)
+    except ValidationError as err:
+        limits = [e["ctx"]["le"] for e in err.errors() if e["type"] == "less_than_equal"]
+        _fail(name, value, key, f" and at most {limits[0]:,}" if limits else "")
 
 
-def _fail(name: str, value: Any, key: str):
+def _fail(name: str, value: Any, key: str, limit: str = ""):
     raise UserError(
-        f"'{name}' must be {RANGES[key][1]}; got {value!r}. Fix it in the config file or with --set {name}=VALUE."
+        f"'{name}' must be {RANGES[key][1]}{limit}; got {value!r}. Fix it in the config file or with --set {name}=VALUE."
     )
