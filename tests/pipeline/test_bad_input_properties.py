@@ -182,7 +182,6 @@ def main():
     """The train script's main, with Ray's start refused: an input that gets past the checks
     fails at once instead of training (or filling the memory) until the test's time runs out."""
     import ray
-
     from helpers import TRAIN_BULLET, load_script
 
     def refuse(*args, **kwargs):
