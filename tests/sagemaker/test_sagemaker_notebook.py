@@ -18,6 +18,9 @@ REGION = "us-west-2"
 def moto_server(monkeypatch):
     from moto.server import ThreadedMotoServer
 
+    from sagemaker_offline import aws_server
+
+    aws_server.add_policy_simulation()  # what the notebook's offline server has
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()

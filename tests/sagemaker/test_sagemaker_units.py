@@ -455,6 +455,90 @@ def test_the_image_is_built_for_amd64_with_the_cuda_torch_only_for_gpu_instances
     ]
 
 
+def _identity_with(iam, name: str, statements: list[dict]):
+    """A session of a new IAM user whose one inline policy holds ``statements``."""
+    import boto3
+
+    iam.create_user(UserName=name)
+    document = {"Version": "2012-10-17", "Statement": statements}
+    iam.put_user_policy(UserName=name, PolicyName="p", PolicyDocument=json.dumps(document))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return boto3.Session(
+        aws_access_key_id=key["AccessKeyId"],
+        aws_secret_access_key=key["SecretAccessKey"],
+        region_name="us-west-2",
+    )
+
+
+def test_missing_rights_are_named_by_use_before_anything_is_built(offline_aws):
+    iam = offline_aws.client("iam")
+    allowed = ["s3:*", "sagemaker:*", "iam:*", "cloudwatch:*", "logs:Get*", "logs:Describe*"]
+    user = _identity_with(
+        iam,
+        "rights-partial",
+        [
+            {"Effect": "Allow", "Action": [*allowed, "ecr:*"], "Resource": "*"},
+            {"Effect": "Deny", "Action": "ecr:PutImage", "Resource": "*"},  # an explicit deny wins
+        ],
+    )
+    user_iam, user_sts = user.client("iam"), user.client("sts")
+    # what this user may do passes, and says how much was checked
+    said = account.check_rights(user_iam, user_sts, ["run", "endpoint"])
+    assert said.startswith("rights: the ") and "allowed to you" in said
+    with pytest.raises(UserError) as error:
+        account.check_rights(user_iam, user_sts, ["run", "image", "clean-up"])
+    message = str(error.value)
+    assert "\n" not in message
+    assert "the image's push (section 2, BUILD_IMAGE): ecr:PutImage" in message
+    assert "the data's clean-up (section 10, CLEAN_UP_DATA): logs:DeleteLogStream" in message
+    assert "ecr:DeleteRepository" not in message and "bucket, source and jobs" not in message
+
+
+def test_an_assumed_role_is_checked_as_its_role_and_an_unknown_identity_is_not_checked(
+    offline_aws,
+):
+    iam = offline_aws.client("iam")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
+    }
+    arn = iam.create_role(
+        RoleName="rights-sso", Path="/team/", AssumeRolePolicyDocument=json.dumps(trust)
+    )["Role"]["Arn"]
+    iam.put_role_policy(
+        RoleName="rights-sso",
+        PolicyName="p",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+            }
+        ),
+    )
+    credentials = offline_aws.client("sts").assume_role(RoleArn=arn, RoleSessionName="me")[
+        "Credentials"
+    ]
+    import boto3
+
+    session = boto3.Session(
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name="us-west-2",
+    )
+    caller = session.client("sts").get_caller_identity()["Arn"]
+    assert ":assumed-role/rights-sso/me" in caller
+    assert account.principal_arn(iam, caller) == arn  # the role, with its path
+    assert account.missing_rights(iam, session.client("sts"), ["s3:PutObject", "ecr:PutImage"]) == [
+        "ecr:PutImage"
+    ]
+    # moto's default identity is no IAM user until the notebook's offline set-up makes it one
+    said = account.check_rights(iam, offline_aws.client("sts"), ["run"])
+    assert said.startswith("rights: not checked")
+    aws_server.allow_offline_caller(iam)
+    assert "allowed to you" in account.check_rights(iam, offline_aws.client("sts"), ["run"])
+
+
 def test_the_execution_role_is_checked_or_made_with_s3_on_the_runs_bucket_only(
     offline_aws, monkeypatch
 ):

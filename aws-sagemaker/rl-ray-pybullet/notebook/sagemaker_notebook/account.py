@@ -156,3 +156,111 @@ def ensure_role(iam, bucket: str, name: str | None = None) -> str:
         PolicyDocument=json.dumps(bucket_policy(bucket)),
     )
     return arn
+
+
+#: The actions the notebook takes as you, by use: what it serves and the actions (the execution
+#: role's own rights are SageMaker's to check when a job starts). Docker's push to ECR is the
+#: ecr: layer actions.
+NEEDED_RIGHTS = {
+    "run": (
+        "bucket, source and jobs (sections 1-4, 8)",
+        [
+            "s3:CreateBucket",
+            "s3:ListBucket",
+            "s3:GetObject",
+            "s3:PutObject",
+            "ecr:CreateRepository",
+            "ecr:DescribeRepositories",
+            "iam:GetRole",
+            "iam:PassRole",
+            "sagemaker:CreateTrainingJob",
+            "sagemaker:DescribeTrainingJob",
+            "sagemaker:StopTrainingJob",
+            "cloudwatch:GetMetricStatistics",
+            "logs:DescribeLogStreams",
+            "logs:GetLogEvents",
+        ],
+    ),
+    "image": (
+        "the image's push (section 2, BUILD_IMAGE)",
+        [
+            "ecr:GetAuthorizationToken",
+            "ecr:BatchCheckLayerAvailability",
+            "ecr:InitiateLayerUpload",
+            "ecr:UploadLayerPart",
+            "ecr:CompleteLayerUpload",
+            "ecr:PutImage",
+        ],
+    ),
+    "role": (
+        "the execution role made here (no ROLE_ARN)",
+        ["iam:CreateRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
+    ),
+    "endpoint": (
+        "the endpoint (section 9, DEPLOY)",
+        [
+            "sagemaker:CreateModel",
+            "sagemaker:CreateEndpointConfig",
+            "sagemaker:CreateEndpoint",
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:InvokeEndpoint",
+            "sagemaker:DeleteEndpoint",
+            "sagemaker:DeleteEndpointConfig",
+            "sagemaker:DeleteModel",
+        ],
+    ),
+    "clean-up": (
+        "the data's clean-up (section 10, CLEAN_UP_DATA)",
+        ["s3:DeleteObject", "logs:DeleteLogStream", "ecr:DeleteRepository"],
+    ),
+}
+
+
+def principal_arn(iam, caller_arn: str) -> str:
+    """The IAM user or role behind ``sts:GetCallerIdentity``'s ARN: an assumed role's session
+    (SSO, a notebook instance) is simulated as its role, whose ARN may carry a path."""
+    if ":assumed-role/" in caller_arn:
+        return iam.get_role(RoleName=caller_arn.split("/")[1])["Role"]["Arn"]
+    return caller_arn.replace(":sts::", ":iam::", 1)
+
+
+def missing_rights(iam, sts, actions: list[str]) -> list[str] | None:
+    """The actions among ``actions`` that your identity's policies do not allow, by IAM's own
+    policy simulation (``iam:SimulatePrincipalPolicy``); None where it cannot be simulated (that
+    right is missing, or the identity is the account's root)."""
+    try:
+        source = principal_arn(iam, sts.get_caller_identity()["Arn"])
+        pages = iam.get_paginator("simulate_principal_policy").paginate(
+            PolicySourceArn=source, ActionNames=actions
+        )
+        return [
+            result["EvalActionName"]
+            for page in pages
+            for result in page["EvaluationResults"]
+            if result["EvalDecision"] != "allowed"
+        ]
+    except iam.exceptions.ClientError:
+        return None
+
+
+def check_rights(iam, sts, uses: list[str]) -> str:
+    """Fail before anything is built or billed if your identity lacks an action that the uses
+    (keys of ``NEEDED_RIGHTS``) take; else say what was checked."""
+    actions = [action for use in uses for action in NEEDED_RIGHTS[use][1]]
+    missing = missing_rights(iam, sts, actions)
+    if missing is None:
+        return (
+            "rights: not checked (iam:SimulatePrincipalPolicy is not allowed to you, or you are "
+            "the account's root); a call you may not make will fail when it is made"
+        )
+    if missing:
+        by_use = "; ".join(
+            f"{NEEDED_RIGHTS[use][0]}: {', '.join(a for a in NEEDED_RIGHTS[use][1] if a in missing)}"
+            for use in uses
+            if any(a in missing for a in NEEDED_RIGHTS[use][1])
+        )
+        raise UserError(
+            f"your AWS identity may not make calls this notebook would make ({by_use}). Ask "
+            "your administrator to allow them, or turn off the options that need them."
+        )
+    return f"rights: the {len(actions)} actions this run takes are allowed to you"
