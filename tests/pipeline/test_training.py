@@ -313,7 +313,11 @@ def small_disk(tmp_path):
 
 @pytest.mark.xfail(
     strict=False,
-    reason="1 run in 6 under load: the resumed run stopped after one iteration (cause not yet found)",
+    reason=(
+        "about 1 run in 8 under load: when the disk filled after Tune had saved a whole state, the "
+        "resumed trial ends after one iteration although our stopper says go on (cause not yet "
+        "found; a cut result line and a cut search state, the other two causes, are handled)"
+    ),
 )
 def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints(small_disk):
     run = [
@@ -357,6 +361,40 @@ def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints(small_dis
     # lost: the iterations done again (the checkpoint being saved, and the one Tune had not yet
     # recorded in its state when the disk filled): 2 in the runs measured here
     assert done + 1 - restarted_at <= 2, (iterations, said)
+
+
+def test_a_result_line_cut_short_by_a_full_disk_is_removed_before_the_resume_appends(tmp_path):
+    trial = tmp_path / "experiment" / "PPO_trial"
+    trial.mkdir(parents=True)
+    whole = [json.dumps({"training_iteration": i}) for i in (1, 2)]
+    (trial / "result.json").write_text("\n".join(whole) + "\n" + '{"training_iteration": 3, "env')
+    (trial / "progress.csv").write_text("training_iteration\n1\n2\n")  # whole: kept as it is
+
+    said = checkpoints.trim_cut_result_lines(tmp_path / "experiment")
+
+    assert said == ["PPO_trial/result.json ended in a line cut short; removed it"]
+    assert (trial / "result.json").read_text() == "\n".join(whole) + "\n"
+    assert (trial / "progress.csv").read_text() == "training_iteration\n1\n2\n"
+    with (trial / "result.json").open("a") as log:  # what Tune appends on resume
+        log.write(json.dumps({"training_iteration": 3}) + "\n")
+    assert [r["training_iteration"] for r in results.trial_results(trial)] == [1, 2, 3]
+
+
+def test_the_search_algorithms_state_cut_short_is_put_back_from_its_last_whole_copy(tmp_path):
+    """Tune's basic-variant-state-*.json is a pickle: cut short, Tune's restore fails and starts
+    the experiment's trials over."""
+    import pickle
+
+    state = tmp_path / "basic-variant-state-2026-01-01_00-00-00.json"
+    whole = pickle.dumps({"_total_samples": 1, "_iter": list(range(100))})
+    state.write_bytes(whole)
+    checkpoints.keep_state_copies(tmp_path)
+    state.write_bytes(whole[: len(whole) // 2])  # the disk filled while Tune rewrote it
+
+    said = checkpoints.restore_cut_state(tmp_path)
+
+    assert said == [f"Tune's {state.name} was cut short; its last whole copy is put back"]
+    assert state.read_bytes() == whole
 
 
 def test_a_trial_lost_with_its_ray_node_exits_resumable_and_goes_on_from_its_checkpoint(

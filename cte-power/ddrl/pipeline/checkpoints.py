@@ -106,15 +106,29 @@ def _drop_incomplete(manager) -> list[str]:
     return lines
 
 
-#: Tune's experiment-level state files, rewritten while the experiment runs.
+#: Tune's experiment-level state files, rewritten while the experiment runs (the search
+#: algorithm's is a pickle, whatever its name says).
 STATE_FILES = ("experiment_state-*.json", "basic-variant-state-*.json")
 GOOD = ".good"
 
 
 def _parses(path: Path) -> bool:
+    """Whether a state file is whole: JSON that parses, or a pickle that loads (Tune's own file,
+    which Tune loads on resume in any case)."""
+    import pickle
+
     try:
-        json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = path.read_bytes()
+    except OSError:
+        return False
+    try:
+        json.loads(data)
+        return True
+    except (ValueError, UnicodeDecodeError):
+        pass
+    try:
+        pickle.loads(data)  # noqa: S301 (Tune's state, written by this experiment)
+    except Exception:  # a pickle cut short fails in many ways
         return False
     return True
 
@@ -144,4 +158,20 @@ def restore_cut_state(experiment: Path) -> list[str]:
                 continue
             state.write_bytes(good.read_bytes())
             said.append(f"Tune's {state.name} was cut short; its last whole copy is put back")
+    return said
+
+
+#: Each trial's logs that Tune appends a line to per result.
+RESULT_LOGS = ("result.json", "progress.csv")
+
+
+def trim_cut_result_lines(experiment: Path) -> list[str]:
+    """Remove the last line of a trial's result log where a full disk cut it short: the resumed
+    run appends its next result after it, and the two would read as one broken line."""
+    said = []
+    for log in sorted(p for name in RESULT_LOGS for p in Path(experiment).glob(f"*/{name}")):
+        data = log.read_bytes()
+        if data and not data.endswith(b"\n"):
+            log.write_bytes(data[: data.rfind(b"\n") + 1])
+            said.append(f"{log.parent.name}/{log.name} ended in a line cut short; removed it")
     return said

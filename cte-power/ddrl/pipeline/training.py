@@ -308,7 +308,11 @@ def run(
 
     if resume:
         say(f"resuming {path}")
-        for line in checkpoints.restore_cut_state(path) + checkpoints.set_aside_incomplete(path):
+        for line in (
+            checkpoints.restore_cut_state(path)
+            + checkpoints.set_aside_incomplete(path)
+            + checkpoints.trim_cut_result_lines(path)
+        ):
             say(line)
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
