@@ -90,6 +90,10 @@ def check_known_key(key: Any, known: tuple[str, ...], where: str) -> None:
 
 _SIMPLE_TYPES = {int, float, str, bool, dict, list, type(None)}
 
+#: The largest whole number a setting takes: beyond 2**53 a float (YAML reads 1e6 as one) no
+#: longer holds every integer, and no count, step budget or seed comes near it.
+LARGEST_WHOLE_NUMBER = 2**53
+
 
 def allowed_types(annotation: Any) -> tuple[type, ...] | None:
     """Plain Python types a YAML value may have for ``annotation``; None means anything goes."""
@@ -127,13 +131,22 @@ def expect_type(value: Any, allowed: tuple[type, ...] | None, name: str) -> Any:
     elif isinstance(value, int):
         ok = numeric
     elif isinstance(value, float):
-        # 1e6 is a float to YAML; a float beyond 2**53 holds no exact whole number
-        if float not in allowed and int in allowed and value.is_integer() and abs(value) <= 2**53:
+        if (
+            float not in allowed
+            and int in allowed
+            and value.is_integer()
+            and abs(value) <= LARGEST_WHOLE_NUMBER
+        ):
             value = int(value)
         ok = float in allowed or isinstance(value, int)
     else:
         ok = isinstance(value, tuple(t for t in allowed if t is not type(None)))
-    if ok and isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+    if (
+        ok
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and abs(value) > LARGEST_WHOLE_NUMBER
+    ):
         raise UserError(
             f"'{name}' is {value:.4g}, larger than any setting takes (at most 2**53). "
             f"Fix it in the config file or with --set {name}=VALUE."

@@ -13,20 +13,18 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ddrl.errors import UserError
+from ddrl.schema import LARGEST_WHOLE_NUMBER
 
 # Every number finite: YAML's .inf and .nan are numbers to Python, not settings.
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 LearningRate = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-#: The largest whole number a setting takes: beyond 2**53 a float (YAML reads 1e6 as one) no
-#: longer holds every integer, and no step count or buffer comes near it.
-LARGEST_COUNT = 2**53
 #: The most actors (env runners, learners) or envs per runner a trial may ask for: RLlib lists a
 #: resource bundle for each actor before anything starts, so 10**20 of them would fill the memory.
 LARGEST_ACTOR_COUNT = 100_000
-Count = Annotated[int, Field(ge=1, le=LARGEST_COUNT)]
-CountOrZero = Annotated[int, Field(ge=0, le=LARGEST_COUNT)]
+Count = Annotated[int, Field(ge=1, le=LARGEST_WHOLE_NUMBER)]
+CountOrZero = Annotated[int, Field(ge=0, le=LARGEST_WHOLE_NUMBER)]
 Actors = Annotated[int, Field(ge=0, le=LARGEST_ACTOR_COUNT)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # CPUs / GPUs: fractions allowed
 Layers = list[Annotated[int, Field(gt=0, strict=True)]]
