@@ -200,6 +200,7 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         raise UserError(
             f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
         ) from None
+    training.StopRequest.install()  # a stop while Ray starts ends the run at its first checkpoint
     with ray_runtime.ray_session(granted, needed) as started:
         print(started, flush=True)
         return training.run(experiment, path, resume=resume)

@@ -2,9 +2,11 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from helpers import (
     run_script,
 )
 
-from ddrl.pipeline import checkpoints, results
+from ddrl.pipeline import checkpoints, results, training
 
 pytestmark = pytest.mark.slow
 
@@ -175,6 +177,31 @@ def _wait_for(condition, process, log_path: Path, timeout: float = 240):
         assert process.poll() is None, log_path.read_text()[-3000:]
         time.sleep(0.3)
     pytest.fail(f"timed out; log: {log_path.read_text()[-2000:]}")
+
+
+def test_a_stop_requested_while_ray_starts_ends_the_run_at_its_first_checkpoint(tmp_path):
+    """SIGUSR2 (Slurm's warning before the time limit; SageMaker's SIGTERM is handed over the
+    same way) that comes before training started neither kills the run nor is forgotten."""
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths
+    log = tmp_path / "run.log"
+    run = subprocess.Popen(
+        [sys.executable, str(TRAIN_BULLET), *TINY_PPO, "--results-dir", str(tmp_path),
+         "--name", "early", "--set", "stop.iterations=30"],
+        cwd=CTE_POWER, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(ray_tmp)},
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: (ray_tmp / "session_latest").exists(), run, log)  # ray.init under way
+        run.send_signal(signal.SIGUSR2)
+        assert run.wait(timeout=240) == training.EXIT_CHECKPOINTED, log.read_text()[-3000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    trial = only_trial(tmp_path / "early")
+    assert len(results_of(trial)) == 1, "stopped after its first iteration, not at stop.iterations"
+    assert list(trial.glob("checkpoint_*/rllib_checkpoint.json")), "and checkpointed it"
+    assert "stopped on request after checkpointing" in log.read_text()
 
 
 def test_killed_env_runner_is_restarted_and_the_run_finishes(tmp_path):

@@ -218,14 +218,18 @@ def make_progress_printer():
 
 
 class StopRequest:
-    """Set by SIGUSR2: checkpoint every running trial after its current iteration, then stop."""
+    """Set by SIGUSR2 (on SageMaker also SIGTERM): checkpoint every running trial after its
+    current iteration, then stop."""
 
     requested = False
 
     @classmethod
-    def install(cls) -> None:
-        cls.requested = False
-        signal.signal(STOP_SIGNAL, cls.handle)
+    def install(cls, *signals: signal.Signals) -> None:
+        """Listen for the stop signals from now on. A request that came before training started
+        stays: the trials then stop at their first checkpoint (a signal during start-up must
+        neither kill the process nor be forgotten)."""
+        for signum in signals or (STOP_SIGNAL,):
+            signal.signal(signum, cls.handle)
 
     @classmethod
     def handle(cls, signum, frame) -> None:
@@ -294,6 +298,7 @@ def run(
     """
     from ray import tune
 
+    StopRequest.install()
     algo_class = get_algorithm_class(experiment.algorithm)
     toolkits.register_env(experiment.toolkit, experiment.env)
     # the config validation built and RLlib checked; a search builds its own, with Tune's spaces
@@ -364,7 +369,6 @@ def run(
                 verbose=0,
             ),
         )
-    StopRequest.install()
     started = time.time()
     try:
         results = tuner.fit()

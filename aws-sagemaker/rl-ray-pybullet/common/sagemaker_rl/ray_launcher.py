@@ -66,11 +66,15 @@ def register_for_stop_signal() -> None:
     process: the SDK's driver, our parent, must live on to carry our last lines to the log."""
     import atexit
 
+    from ddrl.pipeline.training import StopRequest
     from sagemaker_rl.init import PIDFILE_VARIABLE
 
     pidfile = os.environ.get(PIDFILE_VARIABLE)
     if not pidfile:
         return  # not under sagemaker_rl.init (run by hand, tests of the entry point alone)
+    # from the moment PID 1 forwards SIGTERM here, it must stop training, not kill the process
+    # (a job stopped while Ray starts still checkpoints its first iteration and exports a model)
+    StopRequest.install(signal.SIGTERM)
     Path(pidfile).write_text(str(os.getpid()))
     atexit.register(lambda: Path(pidfile).unlink(missing_ok=True))
 
@@ -257,7 +261,7 @@ class Launcher:
                 + f"experiment {path} ({experiment.algorithm} on {experiment.env})"
             )
             # spot interruption, max runtime: checkpoint every trial, then stop
-            signal.signal(signal.SIGTERM, training.StopRequest.handle)
+            training.StopRequest.install(signal.SIGTERM)
             code = training.run(
                 experiment,
                 path,
