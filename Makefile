@@ -68,10 +68,11 @@ demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summ
 	@echo "Video of the trained agent: figures/videos/$(DEMO_NAME).mp4"
 
 # Most of the suite waits (Ray start-up, Slurm, Docker), so two workers halve it even on 2 cores.
-# A file runs whole on one worker: its module fixtures (the Slurm cluster, its ports) exist once.
+# Tests are spread one by one (every port is a free one); those sharing a costly module fixture
+# (the Slurm cluster, a trained agent) carry one xdist_group and run on one worker.
 TEST_WORKERS ?= 2
 test: $(BENCH_STAMP) $(PYBULLETGYM_STAMP)  ## run the whole test suite (what CI runs)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 LINTED := cte-power tests aws-sagemaker
 
@@ -84,4 +85,4 @@ format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff format $(LINTED)
 
 test-fast: $(BENCH_STAMP) $(PYBULLETGYM_STAMP)  ## only the tests that train nothing
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"

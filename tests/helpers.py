@@ -4,6 +4,7 @@ training settings; reading a trial's results. Imported as ``from helpers import 
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CTE_POWER = REPO / "cte-power"
 TRAIN_BULLET = CTE_POWER / "scripts" / "train" / "train-bullet-envs.py"
+
+
+def free_port() -> int:
+    """A port no one listens on now: tests spread over workers never share one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (Slurm's node ports are a range)."""
+    for _ in range(100):
+        first = free_port()
+        probes = [socket.socket() for _ in range(count)]
+        try:
+            for offset, probe in enumerate(probes):
+                probe.bind(("127.0.0.1", first + offset))
+            return first
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 def load_script(path: Path):

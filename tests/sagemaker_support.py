@@ -6,12 +6,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 from sagemaker_notebook import account, jobs
 from sagemaker_offline.contract_writer import container_environment, write_contract
@@ -52,12 +52,6 @@ TINY = {
 }
 #: Short, small videos.
 TINY_VIDEO = {"video_max_steps": 15, "video_width": 96, "video_height": 72, "video_fps": 15}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def container_env(contract: Contract, num_cpus: int = 2, extra: dict | None = None) -> dict:

@@ -1,7 +1,7 @@
 """A real Slurm cluster on this one machine: munged, slurmctld and two slurmd (node1, node2).
 
 Debian's slurm-wlm and munge (installed by .ci/run). Each node claims 2 CPUs; both run on the
-same host with their own ports. Only the daemons started here are stopped afterwards.
+same host with their own free ports. Only the daemons started here are stopped afterwards.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+from helpers import free_port, free_ports
 
 MUNGE_KEY = Path("/etc/munge/munge.key")
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
@@ -55,10 +57,11 @@ def why_unavailable() -> str | None:
 
 
 class SlurmCluster:
-    def __init__(self, workdir: Path, ctld_port: int = 16817, node_port: int = 17101):
+    def __init__(self, workdir: Path):
         self.dir = Path(workdir)
         self.conf = self.dir / "slurm.conf"
-        self.ctld_port, self.node_port = ctld_port, node_port
+        # free ports: a second cluster on this machine (another test worker) does not collide
+        self.ctld_port, self.node_port = free_port(), free_ports(2)
         self.started: list[subprocess.Popen | int] = []
         self.pointer_files: list[Path] = []  # each job's slurm-<name>-<id>.out in its submit dir
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}

@@ -11,7 +11,7 @@ import warnings
 
 import gymnasium as gym
 import pytest
-from helpers import REPO
+from helpers import REPO, free_port
 
 import ddrl.envs.unity  # noqa: F401  (mlagents' messages under this protobuf, first)
 from ddrl import compat
@@ -167,12 +167,6 @@ def test_reset_ray_auth_cache_runs_on_this_ray():
     compat.reset_ray_auth_cache()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_failed_unity_start_leaves_no_server_or_exit_hook():
     from mlagents_envs.environment import UnityEnvironment
     from mlagents_envs.exception import UnityEnvironmentException
@@ -181,7 +175,7 @@ def test_a_failed_unity_start_leaves_no_server_or_exit_hook():
         gc.collect()
         return sum(isinstance(o, UnityEnvironment) for o in gc.get_objects())
 
-    port, before = _free_port(), alive()
+    port, before = free_port(), alive()
     # mlagents refuses worker ids other than 0 for the Editor after its gRPC server is listening
     with pytest.raises(UnityEnvironmentException):
         compat.start_unity(file_name=None, worker_id=1, base_port=port - 1, timeout_wait=1)

@@ -35,6 +35,7 @@ BENCHES = {
     "check": "bench/learning-check.py",
     "throughput": "bench/throughput.py",
     "sb3": "bench/train-sb3.py",
+    "floor": "bench/floor-returns.py",
 }
 
 USAGE = """usage: ddrl COMMAND [options]

@@ -10,6 +10,8 @@ from ddrl.errors import UserError
 
 THESIS = CTE_POWER / "results" / "humanoid" / "thesis-humanoid-iteration-times.csv"
 PLOT = CTE_POWER / "scripts" / "plot"
+#: the tests of the module's real sweep run on one worker, so the sweep is trained once
+ON_THE_SWEEP = pytest.mark.xdist_group("analysis-sweep")
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,7 @@ def summary_csv(sweep, tmp_path_factory):
 
 
 @pytest.mark.slow
+@ON_THE_SWEEP
 def test_summary_of_a_real_training_has_the_expected_rows_and_columns(summary_csv):
     table = pd.read_csv(summary_csv)
     assert len(table) == 6, "2 trials x 3 iterations"
@@ -118,6 +121,7 @@ def series_of(ax):
 
 
 @pytest.mark.slow
+@ON_THE_SWEEP
 def test_plot_results_draws_return_against_steps_and_time(summary_csv, tmp_path):
     figure = plotting.learning_curves(pd.read_csv(summary_csv))
     by_steps, by_time = figure.axes
@@ -193,6 +197,7 @@ def test_plot_time_with_the_thesis_has_both_series_and_the_ideal_line(tmp_path):
 
 
 @pytest.mark.slow
+@ON_THE_SWEEP
 def test_time_breakdown_and_our_scaling_plot(summary_csv, tmp_path):
     timings = scaling.add_speedup(scaling.timings_from_summaries(pd.read_csv(summary_csv)))
     assert sorted(timings["num_env_runners"]) == [0, 1]
@@ -217,6 +222,7 @@ def test_time_breakdown_and_our_scaling_plot(summary_csv, tmp_path):
 
 
 @pytest.mark.slow
+@ON_THE_SWEEP
 def test_cost_analysis(summary_csv, tmp_path, capsys):
     table = pd.read_csv(summary_csv)
     prices = scaling.with_prices({"ml.c5.4xlarge": 2.0, "my.instance": 1.0})

@@ -17,6 +17,7 @@ from ddrl.analysis import case_study
 
 TRAIN_SB3 = CTE_POWER / "scripts" / "bench" / "train-sb3.py"
 PLOT = CTE_POWER / "scripts" / "plot" / "plot-case-study.py"
+FLOOR = CTE_POWER / "scripts" / "bench" / "floor-returns.py"
 
 SMALL_SAC = {
     "env": "InvertedPendulumBulletEnv-v0",
@@ -229,3 +230,30 @@ def test_plot_script_commits_curves_summary_and_figure(tmp_path):
     ):
         bad = run_script(*plot, "--also", also)
         assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_floor_returns_of_the_humanoid_are_those_of_an_agent_that_falls_at_once():
+    """The still and random policies on the real humanoid: they fall within about 50 steps, so
+    their returns are two orders of magnitude below the thesis's 2,180 (1,000 steps upright)."""
+    proc = run_script(FLOOR, "--env", "HumanoidBulletEnv-v0", "--episodes", 3)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {
+        line.split()[0]: [float(x) for x in line.split()[1:]]
+        for line in proc.stdout.splitlines()
+        if line.startswith(("still ", "random "))
+    }
+    (still_return, _, still_length), (random_return, _, random_length) = (
+        rows["still"],
+        rows["random"],
+    )
+    assert 5 < still_length < 100 and 5 < random_length < 100, proc.stdout
+    assert random_return < still_return < 2 * still_length, "at most +2 per step upright"
+
+
+def test_floor_returns_refuse_an_unknown_or_discrete_env():
+    typo = run_script(FLOOR, "--env", "HumanoidBulletEnv-v9")
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1
+    assert "Did you mean 'HumanoidBulletEnv-v0'" in typo.stderr
+    discrete = run_script(FLOOR, "--toolkit", "gym", "--env", "CartPole-v1")
+    assert discrete.returncode == 2 and "discrete actions" in discrete.stderr, discrete.stderr
+    assert discrete.stderr.count("\n") == 1

@@ -13,6 +13,7 @@ from slurm_cluster import SlurmCluster, why_unavailable
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("slurm"),  # one worker runs them: the cluster starts once
     pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable())),
 ]
 

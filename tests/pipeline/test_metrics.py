@@ -12,7 +12,8 @@ from ddrl.pipeline import rllib_config, validation
 from ddrl.pipeline.experiment import Experiment
 from ddrl.pipeline.results import EVAL_RETURN, result_value
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the module's Ray starts once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("metrics")]
 
 EPISODE_LENGTH = 10
 COUNTING_ENV = "ddrl-test-counting"

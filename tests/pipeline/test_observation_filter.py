@@ -22,7 +22,8 @@ from ddrl import rendering
 from ddrl.errors import UserError
 from ddrl.pipeline.validation import load_experiment
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the module's filtered trial is trained once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("observation-filter")]
 FILTERED = ["--set", "env_runners.observation_filter=MeanStdFilter"]
 STEPS_PER_ITERATION = 400  # TINY_PPO's batch, one env
 

@@ -14,7 +14,8 @@ from helpers import CTE_POWER, TINY_PPO, TRAIN_BULLET, load_script, only_trial, 
 from ddrl import rendering
 from ddrl.errors import UserError
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: the module's trained agent is trained once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("render")]
 RENDER_BULLET = CTE_POWER / "scripts" / "render" / "render-bullet.py"
 SMALL = ["--width", "96", "--height", "64", "--max-steps", "15"]
 
