@@ -532,9 +532,11 @@ def test_an_assumed_role_is_checked_as_its_role_and_an_unknown_identity_is_not_c
     assert account.missing_rights(iam, session.client("sts"), ["s3:PutObject", "ecr:PutImage"]) == [
         "ecr:PutImage"
     ]
-    # moto's default identity is no IAM user until the notebook's offline set-up makes it one
-    said = account.check_rights(iam, offline_aws.client("sts"), ["run"])
-    assert said.startswith("rights: not checked")
+    # an identity IAM cannot simulate (here: its role is gone; on AWS also the account's root)
+    iam.delete_role_policy(RoleName="rights-sso", PolicyName="p")
+    iam.delete_role(RoleName="rights-sso")
+    said = account.check_rights(iam, session.client("sts"), ["run"])
+    assert said.startswith("rights: not checked"), said
     aws_server.allow_offline_caller(iam)
     assert "allowed to you" in account.check_rights(iam, offline_aws.client("sts"), ["run"])
 
