@@ -245,18 +245,6 @@ def train_sb3(run: Run, eval_every: int, eval_episodes: int, progress=print) -> 
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-def train(
-    run: Run,
-    eval_every: int,
-    eval_episodes: int,
-    progress=print,
-    checkpoint_dir: Path | None = None,
-) -> pd.DataFrame:
-    if run.system == "ours":
-        return train_ours(run, eval_every, eval_episodes, progress, checkpoint_dir)
-    return train_sb3(run, eval_every, eval_episodes, progress)
-
-
 def _progress_line(run: Run, row: dict) -> str:
     smoothed = "n/a" if row["smoothed_return"] is None else f"{row['smoothed_return']:.1f}"
     evaluated = "" if row["eval_return"] is None else f", eval {row['eval_return']:.1f}"

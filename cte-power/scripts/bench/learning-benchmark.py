@@ -40,13 +40,12 @@ def run_one(spec: str, eval_every: int, eval_episodes: int, output_dir: Path, ov
     """The child process: train one run and write its CSV (atomically: a cut run leaves none)."""
     system, algorithm, env, seed, budget = spec.split(",")
     run = lb.Run(system, algorithm, env, int(seed), int(budget), tuple(overrides))
-    curve = lb.train(
-        run,
-        eval_every or max(1, run.budget // 10),
-        eval_episodes,
-        progress=lambda line: print(line, flush=True),
-        checkpoint_dir=output_dir / "checkpoints",
-    )
+    every, progress = eval_every or max(1, run.budget // 10), lambda line: print(line, flush=True)
+    if run.system == "ours":  # its experiment folder kept: the final policy renders
+        checkpoints = output_dir / "checkpoints"
+        curve = lb.train_ours(run, every, eval_episodes, progress, checkpoint_dir=checkpoints)
+    else:
+        curve = lb.train_sb3(run, every, eval_episodes, progress)
     partial = run.path(output_dir).with_suffix(".partial")
     curve.to_csv(partial, index=False)
     partial.replace(run.path(output_dir))
