@@ -47,7 +47,7 @@ commands:
   tune     a hyperparameter search (default: trainings/pybullet-envs/search/tune-sac.yaml)
   render   play a trained agent to a video (MP4 or GIF)
   plot     summaries and figures: {plots}
-  bench    benchmarks against Stable-Baselines3: {benches}
+  bench    benchmarks (against Stable-Baselines3; floor: what a policy that learned nothing scores): {benches}
 
 `ddrl COMMAND --help` shows a command's options, e.g. `ddrl train --help`, `ddrl plot results --help`.
 """
