@@ -1,5 +1,5 @@
-"""IMPALA and APPO by name (RLlib's own, on the new API stack): validated, trained through the
-command, checkpointed; the thesis's IMPALA file translated."""
+"""IMPALA and APPO by name (RLlib's own, on the new API stack): learning CartPole through the
+command with the shipped configs, checkpointed; the thesis's IMPALA file translated."""
 
 import pytest
 from helpers import only_trial, results_of, run_ddrl
@@ -7,27 +7,25 @@ from helpers import only_trial, results_of, run_ddrl
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("algorithm", ["IMPALA", "APPO"])
-def test_impala_and_appo_train_by_name(tmp_path, algorithm):
-    config = tmp_path / f"{algorithm.lower()}.yaml"
-    config.write_text(
-        f"env: CartPole-v1\nalgorithm: {algorithm}\nstop: {{iterations: 2}}\n"
-        "checkpoint: {every: 0, at_end: true}\n"
-        "env_runners: {num_env_runners: 1, num_envs_per_env_runner: 4}\n"
-        "learners: {num_learners: 0}\n"  # RLlib's default is one remote learner: a third CPU
-        "reporting: {min_time_s_per_iteration: 1}\n"
-        "rl_module: {model_config: {fcnet_hiddens: [32, 32]}}\n"
-    )
+@pytest.mark.parametrize(
+    "config,bar,budget",
+    [("appo-cartpole.yaml", 75, 150_000), ("impala-cartpole.yaml", 75, 150_000)],
+)
+def test_impala_and_appo_learn_cartpole_by_name(tmp_path, config, bar, budget):
+    """Random play scores about 22. The configs' comments give each seed's need, measured on a
+    loaded machine: each budget is at least twice the slowest seed's."""
     proc = run_ddrl(
-        "train", "--toolkit", "gym", "--config", config, "--results-dir", tmp_path, "--name", "run",
-        timeout=400,
+        "train", "--toolkit", "gym", "--config", f"trainings/gym/{config}",
+        "--results-dir", tmp_path, "--name", "run", "--set", f"stop.mean_return={bar}",
+        "--set", f"stop.env_steps={budget}", timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "DeprecationWarning" not in proc.stdout + proc.stderr  # RLlib's own, silenced exactly
     trial = only_trial(tmp_path / "run")
     results = results_of(trial)
-    assert [r["training_iteration"] for r in results] == [1, 2]
-    assert results[-1]["num_env_steps_sampled_lifetime"] > 0
+    returns = [r["env_runners"].get("episode_return_mean") for r in results]
+    assert results[-1]["env_runners"]["episode_return_mean"] >= bar, returns
+    assert results[-1]["num_env_steps_sampled_lifetime"] <= budget + 10_000, returns
     assert list(trial.glob("checkpoint_*/rllib_checkpoint.json"))
 
 
