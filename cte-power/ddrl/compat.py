@@ -114,6 +114,36 @@ def edit_tune_trials(experiment: Path, edit) -> None:
             state_file.write_text(json.dumps(state))
 
 
+def drop_pending_trial_decisions(experiment: Path) -> list[str]:
+    """Forget the trial decisions Tune's controller had pending when it saved its state, and
+    return the ids of the trials that had one.
+
+    Tune decides STOP for a trial that fails while a checkpoint is being saved (a full disk),
+    caches the decision until the save resolves, and writes that cache into the experiment's
+    state (``runner_data``). A resumed controller reads it back and stops the trial at its first
+    new checkpoint, though nothing asked for it (Ray 2.60, ``TuneController.__getstate__``)."""
+    part = "Tune's experiment state format (runner_data's trial decisions)"
+    dropped: set[str] = set()
+    for state_file in Path(experiment).glob("experiment_state-*.json"):
+        state = json.loads(state_file.read_text())
+        with _private("ray", part):
+            try:
+                runner = state["runner_data"]
+                pending = {
+                    key: runner[key]
+                    for key in ("_cached_trial_decisions", "_queued_trial_decisions")
+                }
+            except KeyError as missing:
+                raise AttributeError(f"no {missing} in {state_file.name}") from None
+        if not any(pending.values()):
+            continue
+        for key, decisions in pending.items():
+            dropped.update(decisions)
+            runner[key] = {}
+        state_file.write_text(json.dumps(state))
+    return sorted(dropped)
+
+
 def set_checkpoint_config(manager, config) -> None:
     """Give a restored trial's checkpoint manager a new ``tune.CheckpointConfig``."""
     with _private("ray", "_CheckpointManager._checkpoint_config"):

@@ -6,7 +6,8 @@ runs before a resume: each trial's newest checkpoint that is not whole is rename
 ``checkpoint_NNNNNN.incomplete`` (kept for a look, never restored) and dropped from Tune's state,
 so that the trial continues from the checkpoint before it. Tune's own state files, which a
 full disk can cut short as well, are copied whole after every result (``keep_state_copies``) and
-put back by ``restore_cut_state`` before a resume.
+put back by ``restore_cut_state`` before a resume; ``drop_stale_decisions`` forgets a stop that
+Tune decided while a save failed and kept in that state.
 """
 
 from __future__ import annotations
@@ -159,6 +160,15 @@ def restore_cut_state(experiment: Path) -> list[str]:
             state.write_bytes(good.read_bytes())
             said.append(f"Tune's {state.name} was cut short; its last whole copy is put back")
     return said
+
+
+def drop_stale_decisions(experiment: Path) -> list[str]:
+    """Forget a stop that Tune decided for a trial whose checkpoint failed to save (a full disk)
+    and saved with its state: resumed, the trial would stop at its first new checkpoint."""
+    return [
+        f"trial {trial_id}: dropped the stop Tune had pending when its last save failed"
+        for trial_id in compat.drop_pending_trial_decisions(experiment)
+    ]
 
 
 #: Each trial's logs that Tune appends a line to per result.

@@ -315,6 +315,7 @@ def run(
         say(f"resuming {path}")
         for line in (
             checkpoints.restore_cut_state(path)
+            + checkpoints.drop_stale_decisions(path)
             + checkpoints.set_aside_incomplete(path)
             + checkpoints.trim_cut_result_lines(path)
         ):
