@@ -314,3 +314,20 @@ def test_keys_an_experiment_leaves_out_are_rllibs_defaults():
             {"env": "HopperBulletEnv-v0", "algorithm": "PPO", "stop": stop}, lb.TOOLKIT
         )
     )  # optional: SB3's own default applies
+
+
+def test_a_report_of_another_output_dir_keeps_its_figures_beside_its_runs(tmp_path):
+    """The committed figures belong to the committed benchmark: a report of any other folder (an
+    ablation's) draws into that folder unless told otherwise."""
+    committed = CTE_POWER.parent / "figures" / "plots" / "learning-benchmark-steps.png"
+    before = committed.read_bytes()
+    runs = tmp_path / "ablation"
+    runs.mkdir()
+    for curve in (CTE_POWER / "results" / "bench" / "learning-obs-filter").glob("*-seed*.csv"):
+        (runs / curve.name).write_bytes(curve.read_bytes())
+    proc = run_script(BENCH, "--report-only", "--output-dir", runs, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for suffix in ("steps", "time"):
+        assert (runs / f"learning-benchmark-{suffix}.png").stat().st_size > 10_000
+    assert committed.read_bytes() == before
+    assert "| HopperBulletEnv-v0 | PPO |" in (runs / "summary.md").read_text()

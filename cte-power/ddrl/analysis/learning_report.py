@@ -255,7 +255,28 @@ def markdown(pairs: pd.DataFrame, summary: pd.DataFrame) -> str:
             f"| {'not recorded' if math.isnan(row.cpu_ratio) else f'{row.cpu_ratio:.2f}'} "
             f"| {'yes' if row.meets_target else '**no**'} / {'yes' if row.eval_meets_target else '**no**'} |"
         )
-    return "\n".join(lines) + "\n\n" + markdown_reliable(pairs)
+    return "\n".join(lines) + "\n\n" + markdown_reliable(pairs) + markdown_unpaired(summary, pairs)
+
+
+def markdown_unpaired(summary: pd.DataFrame, pairs: pd.DataFrame) -> str:
+    """Runs with no counterpart of the other system (an ablation of ours alone), so that their
+    report is not an empty table."""
+    paired = set(zip(pairs.get("env", []), pairs.get("algorithm", [])))
+    alone = summary[[(e, a) not in paired for e, a in zip(summary["env"], summary["algorithm"])]]
+    if alone.empty:
+        return ""
+    lines = [
+        "\nWithout a counterpart of the other system:\n",
+        "| env | algorithm | system | seeds | return [95% CI] | IQM [95% CI] | eval [95% CI] "
+        "| eval IQM [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, row in alone.iterrows():
+        lines.append(
+            f"| {row['env']} | {row['algorithm']} | {row['system']} | {int(row['seeds'])} "
+            f"| {_with_ci(row)} | {_iqm(row)} | {_with_ci(row, 'eval_')} | {_iqm(row, 'eval_')} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def markdown_reliable(pairs: pd.DataFrame) -> str:

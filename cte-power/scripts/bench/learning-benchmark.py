@@ -200,8 +200,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--figures-dir",
         type=Path,
-        default=FIGURES,
-        help="where the figures go (default figures/plots/)",
+        help="where the figures go (default figures/plots/ for the default output dir, else the "
+        "output dir itself: another benchmark never overwrites the committed figures)",
     )
     parser.add_argument(
         "--status-every",
@@ -240,6 +240,9 @@ def main(argv=None) -> int:
             args.run, args.eval_every, args.eval_episodes, args.output_dir, args.overrides
         )
 
+    if args.figures_dir is None:
+        default_output = args.output_dir.resolve() == OUTPUT_DIR.resolve()
+        args.figures_dir = FIGURES if default_output else args.output_dir
     budget = cli.pairs(args.budget, cli.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
     threshold = cli.pairs(args.threshold, cli.real(), "threshold", "HopperBulletEnv-v0=1000")
     budgets, thresholds = {**lb.DEFAULT_BUDGETS, **budget}, {**lb.DEFAULT_THRESHOLDS, **threshold}
