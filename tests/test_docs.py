@@ -30,12 +30,8 @@ def test_every_relative_link_of_the_documentation_is_tracked():
         for target in LINK.findall(text):
             if re.match(r"[a-z]+:|#", target):
                 continue  # a web address, mail, or an anchor on the same page
-            path = (REPO / page).parent / target.split("#")[0]
-            relative = (
-                str(Path(*path.resolve().relative_to(REPO).parts))
-                if path.resolve().is_relative_to(REPO)
-                else None
-            )
+            path = ((REPO / page).parent / target.split("#")[0]).resolve()
+            relative = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else None
             if relative not in files and relative not in folders:
                 broken.append(f"{page}: {target}")
     assert not broken, "links to nothing in a fresh clone:\n" + "\n".join(broken)
