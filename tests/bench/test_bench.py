@@ -44,11 +44,12 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     envs = shipped.rllib["env_runners"]["num_envs_per_env_runner"]
     assert measures[0] == "raw env, random actions, 1 process, 1 env"
     assert measures[1].startswith(f"raw env, random actions, 1 process, {envs} envs")
-    sampling = table[table["measure"].str.startswith(f"sampling, 1 env runner x {envs} envs")]
-    assert len(sampling) == 2 and sampling["ratio"].gt(0).all()
-    assert sampling["target"].tolist()[1] == 0.9 and sampling["measure"].tolist()[1].endswith(
-        f"against its {envs} envs"
-    )
+    sampling = table[table["measure"].str.startswith("sampling, 1 env runner (LeanEnvRunner)")]
+    assert sampling["ratio"].gt(0).all() and sampling["target"].tolist() == [0.8, 0.95]
+    assert sampling["measure"].tolist() == [
+        "sampling, 1 env runner (LeanEnvRunner) x 1 env (SAC config), against 1 env",
+        f"sampling, 1 env runner (LeanEnvRunner) x {envs} envs (PPO config), against its {envs} envs",
+    ]
     assert any(m.startswith("SAC Stable-Baselines3 as installed") for m in measures)
     assert any(m.startswith("SAC peak memory") for m in measures)
     assert not any("reference" in m for m in measures), "the plain-PyTorch loops: --reference only"

@@ -130,7 +130,8 @@ def env_runner_sampling(experiment: Experiment, steps: int = 1000):
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     toolkits.register_env(experiment.toolkit, experiment.env)
-    runner = SingleAgentEnvRunner(config=experiment.checked_config, worker_index=1)
+    runner_class = experiment.checked_config.env_runner_cls or SingleAgentEnvRunner
+    runner = runner_class(config=experiment.checked_config, worker_index=1)
     threads = torch.get_num_threads()
 
     def run() -> tuple[int, float]:
@@ -142,6 +143,7 @@ def env_runner_sampling(experiment: Experiment, steps: int = 1000):
         finally:
             torch.set_num_threads(threads)
 
+    run.runner_class = runner_class.__name__
     try:
         runner.sample(num_timesteps=200)  # warm-up: env resets, first forward passes
         yield run

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from ray.rllib.connectors.common.tensor_to_numpy import TensorToNumpy
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.module_to_env.get_actions import GetActions
@@ -67,12 +69,24 @@ class BatchedActionsForEnv(ConnectorV2):
                 "default module-to-env pipeline (it removes the time rank first)."
             )
         if self.normalize_actions or self.clip_actions:
-            struct = get_base_struct_from_space(self.input_action_space)
-            # Both functions broadcast a (batch, *shape) array against the space's bounds and
-            # return a new array, so the sampled actions stored in the episodes stay as they are.
-            change = unsquash_action if self.normalize_actions else clip_action
-            batch[Columns.ACTIONS_FOR_ENV] = change(batch[Columns.ACTIONS], struct)
+            batch[Columns.ACTIONS_FOR_ENV] = self.for_env(batch[Columns.ACTIONS])
         return batch
+
+    def for_env(self, actions):
+        """A batch of sampled actions unsquashed or clipped to the env's action space, as a new
+        array (the sampled actions, which the episodes store, stay as they are)."""
+        space = self.input_action_space
+        if isinstance(space, gym.spaces.Box) and space.dtype in (np.float32, np.float64):
+            # One float Box (the continuous-control case): RLlib's formula on the whole batch,
+            # without a tree traversal and bound checks per call.
+            if self.normalize_actions:
+                if not space.is_bounded():
+                    return actions  # RLlib leaves actions of a not fully bounded Box as they are
+                actions = space.low + (actions + 1.0) * (space.high - space.low) / 2.0
+            return np.clip(actions, space.low, space.high)
+        # Both functions broadcast a (batch, *shape) array against the space's bounds.
+        change = unsquash_action if self.normalize_actions else clip_action
+        return change(actions, get_base_struct_from_space(space))
 
 
 class BatchedModuleToEnv:
@@ -93,6 +107,15 @@ class BatchedModuleToEnv:
         ]
 
 
+def is_batched_pipeline(pipeline) -> bool:
+    """Whether an env runner's module-to-env ``pipeline`` is the one ``BatchedModuleToEnv`` builds."""
+    return [type(c) for c in pipeline.connectors] == [
+        GetActions,
+        TensorToNumpy,
+        BatchedActionsForEnv,
+    ]
+
+
 def applies_to(config) -> bool:
     """Whether ``config`` can use the batched pipeline: single agent, stateless default model, no
     module-to-env connectors of its own."""
@@ -103,6 +126,11 @@ def applies_to(config) -> bool:
         and compat.module_to_env_connector(config) is None
         and config.add_default_connectors_to_module_to_env_pipeline
     )
+
+
+def uses_batched_actions(config) -> bool:
+    """Whether ``config`` has been switched to the batched pipeline (``use_batched_actions``)."""
+    return isinstance(compat.module_to_env_connector(config), BatchedModuleToEnv)
 
 
 def use_batched_actions(config):

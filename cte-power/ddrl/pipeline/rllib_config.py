@@ -39,11 +39,12 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     config.environment(env=experiment.env)
     for group, settings in (experiment.rllib if rllib is None else rllib).items():
         getattr(config, group)(**_to_tune(settings))
-    from ddrl.envs import observation_filter, vector_actions  # import Ray
+    from ddrl.envs import lean_sampling, observation_filter, vector_actions  # import Ray
     from ddrl.pipeline import evaluation
 
     config = observation_filter.use_observation_filter(config)
-    return evaluation.unbiased_evaluation(vector_actions.use_batched_actions(config))
+    config = evaluation.unbiased_evaluation(vector_actions.use_batched_actions(config))
+    return lean_sampling.use_lean_sampling(config)
 
 
 #: RLlib's own notices that say nothing to act on: (logger, text), each one exactly, so that any

@@ -58,13 +58,15 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
         mean, log_std = self.actor(obs).chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
+    def _squashed_gaussian(self, obs: torch.Tensor, generator: torch.Generator | None = None):
+        """Reparameterised tanh-Gaussian actions, with the noise and log std they came from."""
+        mean, log_std = self.mean_and_log_std(obs)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+        return torch.tanh(mean + log_std.exp() * noise), noise, log_std
+
     def sample_actions(self, obs: torch.Tensor, generator: torch.Generator | None = None):
         """Reparameterised tanh-Gaussian actions and their log-probabilities (summed over dims)."""
-        mean, log_std = self.mean_and_log_std(obs)
-        std = log_std.exp()
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
-        pre_tanh = mean + std * noise
-        actions = torch.tanh(pre_tanh)
+        actions, noise, log_std = self._squashed_gaussian(obs, generator)
         gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         logp = gaussian_logp - torch.log(1 - actions.pow(2) + EPSILON).sum(-1)
         return actions, logp
@@ -74,7 +76,7 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
         return {Columns.ACTIONS: torch.tanh(mean)}
 
     def _forward_exploration(self, batch, **kwargs):
-        actions, _ = self.sample_actions(self._obs(batch))
+        actions, _, _ = self._squashed_gaussian(self._obs(batch))  # no log-probabilities to act
         if hasattr(self, "uniform_exploration") and self.uniform_exploration.item() > 0:
             return {Columns.ACTIONS: torch.rand_like(actions) * 2 - 1}
         return {Columns.ACTIONS: actions}
