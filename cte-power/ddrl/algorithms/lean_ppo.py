@@ -41,8 +41,11 @@ def minibatch_indices(
     return list(stream.split(size))
 
 
-def ppo_loss(module, batch: dict, fwd_out: dict, config, entropy_coeff: float, kl_coeff):
-    """RLlib's PPO loss (``PPOTorchLearner.compute_loss_for_module``) and its metrics, as tensors."""
+def ppo_loss(
+    module, batch: dict, fwd_out: dict, config, entropy_coeff: float, kl_coeff, with_stats=True
+):
+    """RLlib's PPO loss (``PPOTorchLearner.compute_loss_for_module``) and, ``with_stats``, its
+    metrics as tensors (else None: only the last minibatch's are logged)."""
     if Columns.LOSS_MASK in batch:
         mask = batch[Columns.LOSS_MASK]
         valid = mask.sum()
@@ -71,6 +74,8 @@ def ppo_loss(module, batch: dict, fwd_out: dict, config, entropy_coeff: float, k
         total = total + kl_coeff * mean_kl
     else:
         mean_kl = torch.zeros((), device=total.device)
+    if not with_stats:
+        return total, None
     stats = {
         POLICY_LOSS_KEY: -mean(surrogate),
         VF_LOSS_KEY: mean(vf_loss_clipped),

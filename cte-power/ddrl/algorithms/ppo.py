@@ -179,25 +179,28 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         )
         ((optimizer_name, _),) = self.get_optimizers_for_module(module_id)
         gradient_norm_key = f"gradients_{optimizer_name}_global_norm"  # RLlib's metric
-        for index in minibatches:
+        for number, index in enumerate(minibatches, start=1):
             minibatch = {k: v[index] for k, v in columns.items()}
             if config.advantages_per_minibatch:
                 minibatch[Postprocessing.ADVANTAGES] = standardized(
                     minibatch[Postprocessing.ADVANTAGES], minibatch.get(Columns.LOSS_MASK)
                 )
             fwd_out = module.forward_train(minibatch)
+            last = number == len(minibatches)  # RLlib logs the last minibatch's metrics only
             loss, stats = lean_ppo.ppo_loss(
-                unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff
+                unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff, with_stats=last
             )
             for optimizer in self._optimizer_parameters:
                 optimizer.zero_grad(set_to_none=True)
             loss.backward()
             gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
             if config.grad_clip is not None:
-                stats[gradient_norm_key] = clip_gradients(
+                norm = clip_gradients(
                     gradients, grad_clip=config.grad_clip, grad_clip_by="global_norm"
                 )
-            elif config.log_gradients:
+                if last:
+                    stats[gradient_norm_key] = norm
+            elif last and config.log_gradients:
                 stats[gradient_norm_key] = torch.nn.utils.get_total_norm(gradients.values())
             self.apply_gradients(gradients)
         self._log_lean_update(module_id, columns, stats, loss, len(minibatches) * size, batch)
