@@ -1,13 +1,14 @@
 """The lean env runner (ddrl.envs.lean_sampling) samples exactly what RLlib's env runner samples
 from the same seed, and steps lean only where that holds."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from ddrl.envs import lean_sampling, toolkits
+from ddrl.envs import lean_sampling, toolkits, vector_actions
 from ddrl.paths import TRAININGS_DIR
 from ddrl.pipeline import callbacks, evaluation, rllib_config, validation
 
@@ -128,3 +129,41 @@ def test_the_lean_loop_runs_only_where_it_computes_what_rllib_does():
         experiment("Pendulum-v1", "PPO", multi_agent={"policies": ["a", "b"]})
     )
     assert multi_agent.env_runner_cls is None  # RLlib picks its multi-agent runner
+
+
+class FailsOnce(gym.Wrapper):
+    """Pendulum whose 60th step in this process raises, as a crashing simulator would."""
+
+    steps = 0
+
+    def __init__(self, config=None):
+        super().__init__(gym.make("Pendulum-v1"))
+
+    def step(self, action):
+        FailsOnce.steps += 1
+        if FailsOnce.steps == 60:
+            raise RuntimeError("the simulator crashed")
+        return self.env.step(action)
+
+
+def test_a_failed_env_step_remakes_the_env_and_samples_on():
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = (
+        PPOConfig()
+        .environment(FailsOnce)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+        .fault_tolerance(restart_failed_sub_environments=True)
+    )
+    runner = lean_sampling.LeanEnvRunner(config=vector_actions.use_batched_actions(config))
+    try:
+        assert runner.samples_lean
+        episodes = runner.sample(num_timesteps=200)
+        metrics = runner.get_metrics()
+    finally:
+        runner.stop()
+    assert FailsOnce.steps > 60, "the env never failed: the test would not test the failure"
+    # RLlib's rule: the fragment starts over on the remade env, from a reset
+    assert sum(len(e) for e in episodes) >= 200
+    assert all(e.t_started == 0 for e in episodes)
+    assert metrics["num_env_step_failures"].peek() == 1
