@@ -4,7 +4,7 @@ At every vector step, RLlib 2.60's ``SingleAgentEnvRunner`` reads each env's las
 back out of its episode object through the env-to-module connector pipeline, runs the forward
 pass with autograd on and two module mode switches, times every connector of both pipelines into
 its metrics and appends the step to each env's episode object one by one. On
-HumanoidBulletEnv-v0 with one env that is two thirds of a step's time.
+HumanoidBulletEnv-v0 with one env that is half to two thirds of a step's time.
 
 ``LeanEnvRunner`` is RLlib's env runner (the Ray actor, env and module making, weight sync,
 metrics, episodes as its output) with another inner loop for ``sample(num_timesteps=...)``: the
@@ -12,8 +12,8 @@ observations stay one numpy batch, the forward pass runs on it without autograd,
 drawn and unsquashed for the whole batch at once (``ddrl.envs.vector_actions``), and each env's
 steps go into plain lists that become one ``SingleAgentEpisode`` chunk when the episode ends or
 the fragment is cut. The chunks, their order, the episode ids, the callbacks' ``on_episode_end``
-and the episode metrics are RLlib's; a test samples both runners from the same seed and gets the
-same episodes.
+and the episode metrics are RLlib's; ``tests/envs/test_lean_sampling.py`` samples both runners
+from the same seed and gets the same episodes.
 
 It steps lean only where that computes what RLlib's default pipelines would: Box observations, a
 stateless module, RLlib's default env-to-module connectors, the batched module-to-env pipeline and
