@@ -77,3 +77,42 @@ def test_registered_creator_is_what_rllib_uses():
         assert env.observation_space.shape == (15,)
     finally:
         env.close()
+
+
+def _pybullet_own_env_class(name):
+    """pybullet 3.2.7's own env class, loaded without its package's gym-0.21 registration code."""
+    import importlib
+    import pathlib
+    import types
+
+    import pybullet_data
+
+    package = types.ModuleType("pybullet_envs")
+    package.__path__ = [str(pathlib.Path(pybullet_data.__file__).parents[1] / "pybullet_envs")]
+    sys.modules.setdefault("pybullet_envs", package)
+    return getattr(importlib.import_module("pybullet_envs.gym_locomotion_envs"), name)
+
+
+def test_the_trained_humanoid_is_pybullets_own_env_step_for_step():
+    """The case study trains the thesis's env: pybullet's own HumanoidBulletEnv, bit for bit."""
+    pytest.importorskip("gym")  # pybullet's own envs import the old gym
+    own_class = _pybullet_own_env_class("HumanoidBulletEnv")
+    for seed in range(3):
+        ours = toolkits.make_env("pybullet-envs", "HumanoidBulletEnv-v0", {})
+        own = own_class()
+        try:
+            obs, _ = ours.reset(seed=seed)
+            own.seed(seed)
+            np.testing.assert_array_equal(obs, own.reset())
+            actions = np.random.default_rng(seed).uniform(-0.3, 0.3, (1000, 17)).astype(np.float32)
+            for action in actions:
+                obs, reward, terminated, truncated, _ = ours.step(action)
+                own_obs, own_reward, own_done, _ = own.step(action)
+                np.testing.assert_array_equal(obs, own_obs)
+                assert reward == own_reward and terminated == own_done and not truncated
+                if own_done:
+                    break
+            assert own_done, "a humanoid acting at random falls within 1,000 steps"
+        finally:
+            ours.close()
+            own.close()
