@@ -336,3 +336,15 @@ def test_per_env_with_an_empty_group_or_a_bad_env_still_gets_validations_message
     path.write_text(PER_ENV.replace("env: HumanoidBulletEnv-v0", "env: [a, b]"))
     with pytest.raises(UserError, match="env"):
         validation.load_experiment(path, "pybullet-envs")
+
+
+def test_a_dated_default_output_never_overwrites_an_earlier_run(tmp_path):
+    from ddrl.paths import first_unused
+
+    dated = tmp_path / "throughput-vm-20261204.csv"
+    assert first_unused(dated) == dated
+    dated.write_text("the morning's run")
+    assert first_unused(dated) == tmp_path / "throughput-vm-20261204-2.csv"
+    (tmp_path / "throughput-vm-20261204-2.csv").write_text("the noon run")
+    assert first_unused(dated) == tmp_path / "throughput-vm-20261204-3.csv"
+    assert dated.read_text() == "the morning's run"

@@ -13,7 +13,7 @@ Each ratio is the median of the per-round ratios (see ddrl.bench.throughput).
 Needs the benchmark requirements:  pip install -r scripts/bench/requirements-bench.txt
 
 Run from cte-power/:   python scripts/bench/throughput.py
-Writes the table to results/bench/throughput-<host>-<date>.csv.
+Writes the table to results/bench/throughput-<host>-<date>.csv (-2, -3, ... for a later run that day).
 """
 
 import argparse
@@ -187,7 +187,8 @@ def main(argv=None) -> int:
         "--output",
         type=Path,
         default=None,
-        help="CSV path (default results/bench/throughput-<host>-<date>.csv)",
+        help="CSV path (default results/bench/throughput-<host>-<date>.csv, or -2, -3, ... "
+        "after it when that exists)",
     )
     args = parser.parse_args(argv)
     rllib_config.quiet_rllib_notices()
@@ -272,9 +273,8 @@ def main(argv=None) -> int:
         ray_runtime.stop_ray()
 
     table = pd.DataFrame(rows).assign(ray_cpus=resources.available().cpus, **host)
-    output = (
-        args.output
-        or paths.results_root()
+    output = args.output or paths.first_unused(
+        paths.results_root()
         / "bench"
         / f"throughput-{socket.gethostname()}-{time.strftime('%Y%m%d')}.csv"
     )
