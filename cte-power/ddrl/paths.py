@@ -68,7 +68,8 @@ def check_writable_dir(path: Path, what: str) -> None:
 def first_unused(path: Path) -> Path:
     """``path``, or the first of ``<stem>-2<suffix>``, ``<stem>-3<suffix>``, ... that does not exist:
     for default output names (dated), so that a second run the same day keeps the first's file."""
-    candidate, number = Path(path), 1
+    path = candidate = Path(path)
+    number = 1
     while candidate.exists():
         number += 1
         candidate = path.with_name(f"{path.stem}-{number}{path.suffix}")
