@@ -220,6 +220,25 @@ def test_plot_script_commits_curves_summary_and_figure(tmp_path):
     }
     summary = (out / "sac-summary.md").read_text()
     assert "| 50,000 | 500 | 50 | - |" in summary and "| thesis-run | 29,000 |" in summary
+    # a lost run's committed curve, drawn beside a new run as it was written
+    again = tmp_path / "again"
+    lost = out / "sac-thesis-run.csv"
+    proc = run_script(
+        PLOT, "--ours", experiment, "--also", f"lost={lost}", "--output-dir", again,
+        "--figures-dir", again,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(again / "sac-lost.csv").equals(pd.read_csv(lost))
+    assert "| lost | 29,000 |" in (again / "sac-summary.md").read_text()
+    (tmp_path / "td3-ours.csv").write_text(lost.read_text())
+    (tmp_path / "sac-other.csv").write_text("env_steps,return\n1000,3\n")
+    for also, message in (
+        (f"x={tmp_path / 'td3-ours.csv'}", "is a TD3 curve, not SAC"),
+        (f"x={tmp_path / 'sac-other.csv'}", "not a case-study curve (no wall_s"),
+        (f"x={tmp_path / 'sac-missing.csv'}", "cannot read the curve"),
+    ):
+        bad = run_script(PLOT, "--ours", experiment, "--also", also, "--output-dir", again)
+        assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1
     bad = run_script(PLOT, "--ours", tmp_path / "nothing")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and os.sep in bad.stderr
     td3 = our_experiment(tmp_path / "td3", algorithm="TD3")

@@ -49,6 +49,26 @@ def sb3_curve(run: Path) -> pd.DataFrame:
     return pd.read_csv(progress)[COLUMNS]
 
 
+def committed_curve(path: Path, algorithm: str) -> pd.DataFrame:
+    """A curve this module's callers wrote before (``<algorithm>-<label>.csv``): the record of a
+    run whose folder is gone, drawn beside new runs but never continued by them."""
+    path = Path(path)
+    prefix = path.name.split("-", 1)[0].upper()
+    if prefix in THESIS and prefix != algorithm:
+        raise UserError(f"{path} is a {prefix} curve, not {algorithm}.")
+    try:
+        curve = pd.read_csv(path)
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read the curve {path}: {error}") from None
+    missing = [column for column in COLUMNS if column not in curve.columns]
+    if missing:
+        raise UserError(
+            f"{path} is not a case-study curve (no {', '.join(missing)}); pass one that "
+            "plot-case-study.py wrote, or a run folder."
+        )
+    return curve[COLUMNS].astype(float)
+
+
 def first_reaching(curve: pd.DataFrame, threshold: float) -> float | None:
     """Env steps at which the 100-episode mean first reached ``threshold`` (None: not yet)."""
     reached = curve[curve["smoothed_return"] >= threshold]

@@ -11,6 +11,9 @@ Run from cte-power/:
   python scripts/plot/plot-case-study.py --ours ../../case-study/ours/sac-humanoid --sb3 ../../case-study/sb3-sac
   python scripts/plot/plot-case-study.py --ours ../../case-study/ours/sac-humanoid \
       --also thesis-run=../../case-study/ours/sac-thesis-run
+
+--also also takes a curve CSV this script wrote before (LABEL=results/case-study/sac-ours.csv):
+the committed record of a run whose folder is gone, drawn beside the new runs, never continued.
 """
 
 import argparse
@@ -44,7 +47,8 @@ def main(argv=None) -> int:
         action="append",
         default=[],
         metavar="LABEL=FOLDER",
-        help="another run of ours of the same algorithm (another config), drawn beside; repeatable",
+        help="another run of ours of the same algorithm (another config), drawn beside; or a "
+        "curve CSV this script wrote (a run whose folder is gone); repeatable",
     )
     parser.add_argument(
         "--output-dir", type=Path, default=paths.CTE_POWER_DIR / "results" / "case-study"
@@ -60,6 +64,9 @@ def main(argv=None) -> int:
     if args.sb3 is not None:
         curves["SB3"] = case_study.sb3_curve(args.sb3)
     for label, folder in also:
+        if folder.suffix == ".csv":
+            curves[label] = case_study.committed_curve(folder, algorithm)
+            continue
         other_algorithm, _, other_trial = our_run(folder)
         if other_algorithm != algorithm:
             raise UserError(f"--also {label}: {folder} ran {other_algorithm}, not {algorithm}.")
