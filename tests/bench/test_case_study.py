@@ -220,16 +220,24 @@ def test_plot_script_commits_curves_summary_and_figure(tmp_path):
     }
     summary = (out / "sac-summary.md").read_text()
     assert "| 50,000 | 500 | 50 | - |" in summary and "| thesis-run | 29,000 |" in summary
-    # a lost run's committed curve, drawn beside a new run as it was written
+    # runs whose folders are gone, from their committed curves, beside a new run
     again = tmp_path / "again"
     lost = out / "sac-thesis-run.csv"
     proc = run_script(
-        PLOT, "--ours", experiment, "--also", f"lost={lost}", "--output-dir", again,
-        "--figures-dir", again,
+        PLOT, "--ours", out / "sac-ours.csv", "--sb3", out / "sac-sb3.csv",
+        "--also", f"lost={lost}", "--also", f"new={thesis_run}",
+        "--output-dir", again, "--figures-dir", again,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    for name in ("ours", "sb3"):
+        assert (again / f"sac-{name}.csv").read_text() == (out / f"sac-{name}.csv").read_text()
     assert pd.read_csv(again / "sac-lost.csv").equals(pd.read_csv(lost))
+    assert pd.read_csv(again / "sac-new.csv").equals(pd.read_csv(lost))
     assert "| lost | 29,000 |" in (again / "sac-summary.md").read_text()
+    assert (again / "case-study-sac.png").stat().st_size > 0
+    (tmp_path / "curve.csv").write_text(lost.read_text())
+    bad = run_script(PLOT, "--ours", tmp_path / "curve.csv")
+    assert bad.returncode == 2 and "starts with its algorithm" in bad.stderr
     (tmp_path / "td3-ours.csv").write_text(lost.read_text())
     (tmp_path / "sac-other.csv").write_text("env_steps,return\n1000,3\n")
     for also, message in (

@@ -19,6 +19,7 @@ from ddrl.errors import UserError
 from ddrl.pipeline import results
 
 COLUMNS = ["env_steps", "wall_s", "smoothed_return", "eval_return"]
+ENV = "HumanoidBulletEnv-v0"  # the case study's env
 
 #: The thesis's best result per algorithm on HumanoidBulletEnv-v0 (../shared/reference/README.md):
 #: (return, env steps at which it was reached).
@@ -49,6 +50,17 @@ def sb3_curve(run: Path) -> pd.DataFrame:
     return pd.read_csv(progress)[COLUMNS]
 
 
+def algorithm_of_curve(path: Path) -> str:
+    """The algorithm a committed curve's name gives (``sac-ours.csv``: SAC)."""
+    prefix = Path(path).name.split("-", 1)[0].upper()
+    if prefix not in THESIS:
+        raise UserError(
+            f"{path}: a curve's name starts with its algorithm (sac-, td3- or ppo-), as "
+            "plot-case-study.py writes it."
+        )
+    return prefix
+
+
 def committed_curve(path: Path, algorithm: str) -> pd.DataFrame:
     """A curve this module's callers wrote before (``<algorithm>-<label>.csv``): the record of a
     run whose folder is gone, drawn beside new runs but never continued by them."""
@@ -66,7 +78,11 @@ def committed_curve(path: Path, algorithm: str) -> pd.DataFrame:
             f"{path} is not a case-study curve (no {', '.join(missing)}); pass one that "
             "plot-case-study.py wrote, or a run folder."
         )
-    return curve[COLUMNS].astype(float)
+    try:
+        curve[COLUMNS].astype(float)
+    except ValueError as error:
+        raise UserError(f"{path} holds a value that is not a number: {error}") from None
+    return curve[COLUMNS]  # as written: rewriting it leaves the file as it was
 
 
 def first_reaching(curve: pd.DataFrame, threshold: float) -> float | None:

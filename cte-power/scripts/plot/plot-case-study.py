@@ -12,8 +12,11 @@ Run from cte-power/:
   python scripts/plot/plot-case-study.py --ours ../../case-study/ours/sac-humanoid \
       --also thesis-run=../../case-study/ours/sac-thesis-run
 
---also also takes a curve CSV this script wrote before (LABEL=results/case-study/sac-ours.csv):
-the committed record of a run whose folder is gone, drawn beside the new runs, never continued.
+Each of --ours, --sb3 and --also also takes a curve CSV this script wrote before
+(results/case-study/sac-ours.csv): the committed record of a run whose folder is gone, drawn
+beside the new runs, never continued by them:
+  python scripts/plot/plot-case-study.py --ours results/case-study/sac-ours.csv \
+      --sb3 results/case-study/sac-sb3.csv --also diagnosis=../../case-study/ours/sac-diagnosis
 """
 
 import argparse
@@ -37,10 +40,13 @@ def main(argv=None) -> int:
         "--ours",
         type=Path,
         required=True,
-        help="our experiment folder (its one trial) or trial folder",
+        help="our experiment folder (its one trial), trial folder, or committed curve CSV",
     )
     parser.add_argument(
-        "--sb3", type=Path, default=None, help="the --output folder of scripts/bench/train-sb3.py"
+        "--sb3",
+        type=Path,
+        default=None,
+        help="the --output folder of scripts/bench/train-sb3.py, or a committed curve CSV",
     )
     parser.add_argument(
         "--also",
@@ -56,21 +62,21 @@ def main(argv=None) -> int:
     parser.add_argument("--figures-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
-    algorithm, env, trial = our_run(args.ours)
+    also = [labelled(spec) for spec in args.also]  # every argument checked before reading runs
+    algorithm, env, ours = our_curve(args.ours)
     if algorithm not in case_study.THESIS:
         raise UserError(f"the case study compares SAC, TD3 and PPO; {args.ours} ran {algorithm}.")
-    also = [labelled(spec) for spec in args.also]  # every argument checked before reading runs
-    curves = {"ours": case_study.our_curve(trial)}
+    curves = {"ours": ours}
     if args.sb3 is not None:
-        curves["SB3"] = case_study.sb3_curve(args.sb3)
-    for label, folder in also:
-        if folder.suffix == ".csv":
-            curves[label] = case_study.committed_curve(folder, algorithm)
-            continue
-        other_algorithm, _, other_trial = our_run(folder)
+        curves["SB3"] = (
+            case_study.committed_curve(args.sb3, algorithm)
+            if is_curve_file(args.sb3)
+            else case_study.sb3_curve(args.sb3)
+        )
+    for label, path in also:
+        other_algorithm, _, curves[label] = our_curve(path, algorithm)
         if other_algorithm != algorithm:
-            raise UserError(f"--also {label}: {folder} ran {other_algorithm}, not {algorithm}.")
-        curves[label] = case_study.our_curve(other_trial)
+            raise UserError(f"--also {label}: {path} ran {other_algorithm}, not {algorithm}.")
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     slug = algorithm.lower()
@@ -82,6 +88,19 @@ def main(argv=None) -> int:
     print((args.output_dir / f"{slug}-summary.md").read_text())
     print(f"curves and summary: {args.output_dir}\nfigure: {figure_path}")
     return 0
+
+
+def is_curve_file(path: Path) -> bool:
+    return path.suffix == ".csv"
+
+
+def our_curve(path: Path, algorithm: str | None = None):
+    """(algorithm, env, curve) of a run of ours: its folder, or its committed curve CSV."""
+    if is_curve_file(path):
+        algorithm = algorithm or case_study.algorithm_of_curve(path)
+        return algorithm, case_study.ENV, case_study.committed_curve(path, algorithm)
+    algorithm, env, trial = our_run(path)
+    return algorithm, env, case_study.our_curve(trial)
 
 
 def our_run(folder: Path) -> tuple[str, str, Path]:
