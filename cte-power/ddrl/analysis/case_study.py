@@ -50,9 +50,13 @@ def sb3_curve(run: Path) -> pd.DataFrame:
     return pd.read_csv(progress)[COLUMNS]
 
 
+def _name_prefix(path: Path) -> str:
+    return Path(path).name.split("-", 1)[0].upper()
+
+
 def algorithm_of_curve(path: Path) -> str:
     """The algorithm a committed curve's name gives (``sac-ours.csv``: SAC)."""
-    prefix = Path(path).name.split("-", 1)[0].upper()
+    prefix = _name_prefix(path)
     if prefix not in THESIS:
         raise UserError(
             f"{path}: a curve's name starts with its algorithm (sac-, td3- or ppo-), as "
@@ -64,8 +68,7 @@ def algorithm_of_curve(path: Path) -> str:
 def committed_curve(path: Path, algorithm: str) -> pd.DataFrame:
     """A curve this module's callers wrote before (``<algorithm>-<label>.csv``): the record of a
     run whose folder is gone, drawn beside new runs but never continued by them."""
-    path = Path(path)
-    prefix = path.name.split("-", 1)[0].upper()
+    prefix = _name_prefix(path)
     if prefix in THESIS and prefix != algorithm:
         raise UserError(f"{path} is a {prefix} curve, not {algorithm}.")
     try:
