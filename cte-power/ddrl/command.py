@@ -36,6 +36,7 @@ BENCHES = {
     "throughput": "bench/throughput.py",
     "sb3": "bench/train-sb3.py",
     "floor": "bench/floor-returns.py",
+    "learner-time": "bench/learner-time.py",
 }
 
 USAGE = """usage: ddrl COMMAND [options]
@@ -47,7 +48,8 @@ commands:
   tune     a hyperparameter search (default: trainings/pybullet-envs/search/tune-sac.yaml)
   render   play a trained agent to a video (MP4 or GIF)
   plot     summaries and figures: {plots}
-  bench    benchmarks (against Stable-Baselines3; floor: what a policy that learned nothing scores): {benches}
+  bench    benchmarks (against Stable-Baselines3; floor: what a policy that learned nothing scores;
+           learner-time: seconds of learning per iteration, CPU or GPU): {benches}
 
 `ddrl COMMAND --help` shows a command's options, e.g. `ddrl train --help`, `ddrl plot results --help`.
 """

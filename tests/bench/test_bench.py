@@ -1,5 +1,7 @@
-"""The throughput benchmark runs end to end and writes its table (figures are not judged here:
-speed is measured by the benchmark, not by timed tests)."""
+"""The benchmarks run end to end: the throughput benchmark writes its table, learner-time prints its
+times (figures are not judged here: speed is measured by the benchmarks, not by timed tests)."""
+
+import re
 
 import pandas as pd
 import pytest
@@ -106,3 +108,41 @@ def test_interleave_brackets_each_round_with_its_limit():
     assert rounds.ratio("measure", "limit") == pytest.approx(90 / 80)  # the median
     low, high = rounds.spread("measure", "limit")
     assert low <= 90 / 80 <= high
+
+
+LEARNER_TIME = CTE_POWER / "scripts" / "bench" / "learner-time.py"
+
+
+def test_learner_time_reports_seconds_per_update_and_per_iteration():
+    """The shipped TD3 learner on the real humanoid's spaces: rounds of timed updates, and the
+    learning time of an iteration (updates per env step x its env steps) for plot-time.py."""
+    proc = run_script(
+        LEARNER_TIME, "--config", "trainings/pybullet-envs/td3.yaml", "--device", "cpu",
+        "--updates", 4, "--rounds", 2, "--transitions", 600, "--env-steps-per-iteration", 512,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "TD3 learner of trainings/pybullet-envs/td3.yaml on cpu" in out
+    assert "obs 44, actions 17, batch 256" in out, "the humanoid's spaces, the config's batch"
+    assert out.count("ms per update") == 2
+    per_update_ms = float(re.search(r"seconds per update: ([\d.]+) ms", out)[1])
+    learn_s, updates = re.search(
+        r"learning per iteration: ([\d.]+) s \((\d+) updates for 512", out
+    ).groups()
+    assert per_update_ms > 0 and int(updates) == 512
+    assert float(learn_s) == pytest.approx(per_update_ms / 1000 * 512, rel=0.02, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "trainings/pybullet-envs/ppo.yaml"], "learner-time measures SAC, TD3, DDPG"),
+        (["--config", "trainings/pybullet-envs/nope.yaml"], "no such config"),
+        (["--obs-dim", "44"], "give both --obs-dim and --act-dim"),
+        (["--updates", "0"], "--updates"),
+    ],
+)
+def test_learner_time_bad_input_is_one_line(args, message):
+    proc = run_script(LEARNER_TIME, *args)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr and not proc.stdout

@@ -193,6 +193,31 @@ def test_plot_time_predicts_and_validates(tmp_path, capsys):
     assert "mean / median absolute error per model" in capsys.readouterr().out
 
 
+def test_a_measured_gpu_learner_is_drawn_for_our_runs_only(tmp_path):
+    """--gpu-learn-s is our learner's time on a GPU: it adds a GPU-learner line to our series,
+    never to the thesis's (its GPU runs are a series of their own)."""
+    ours = CTE_POWER / "results" / "humanoid" / "scaling-sac-2cores.csv"
+    args = [str(ours), "--thesis", "--algorithms", "SAC", "--predict", "16"]
+    assert (
+        load_script(PLOT_TIME).main(
+            args + ["--gpu-learn-s", "SAC=2.0", "--output-dir", str(tmp_path)]
+        )
+        == 0
+    )
+    predictions = pd.read_csv(tmp_path / "prediction-sac.csv")
+    lines = predictions.groupby(["source", "series"])["learner"].unique().map(sorted).to_dict()
+    assert lines == {
+        ("ours", "CPU only"): ["CPU learner", "GPU learner"],
+        ("thesis", "CPU only"): ["CPU learner"],
+        ("thesis", "with GPU"): ["CPU learner"],
+    }
+    ours_rows = predictions[predictions["source"] == "ours"].set_index(
+        ["learner", "num_env_runners"]
+    )
+    cpu, gpu = ours_rows.loc[("CPU learner", 1)], ours_rows.loc[("GPU learner", 1)]
+    assert gpu["iteration_time_s"] < cpu["iteration_time_s"], "2 s of learning replaces ~20 s"
+
+
 def test_plot_time_bad_gpu_time_is_one_line(tmp_path, capsys):
     assert (
         load_script(PLOT_TIME).main(["--thesis", "--predict", "8", "--gpu-learn-s", "SAC=fast"])

@@ -11,7 +11,8 @@ Run from cte-power/:
   python scripts/plot/plot-time.py results/humanoid/scaling-ppo-*.csv
   python scripts/plot/plot-time.py --thesis                 # the thesis's own figures alone
   python scripts/plot/plot-time.py results/humanoid/scaling-sac-2cores.csv --predict 64
-      (add --gpu-learn-s SAC=SECONDS: a GPU learner's seconds of learning per iteration, measured)
+      (add --gpu-learn-s SAC=SECONDS: our learner's seconds of learning per iteration on a GPU,
+       measured by scripts/bench/learner-time.py there)
   python scripts/plot/plot-time.py --thesis --validate 8    # how well the model extrapolates
 """
 
@@ -61,7 +62,8 @@ def main(argv=None) -> int:
         nargs="+",
         default=[],
         metavar="ALGO=SECONDS",
-        help="learning time per iteration on a GPU learner, e.g. SAC=4.1 (updates per iteration x GPU update time)",
+        help="our learner's seconds of learning per iteration on a GPU, e.g. SAC=8.37 "
+        "(scripts/bench/learner-time.py prints it)",
     )
     parser.add_argument(
         "--validate",
@@ -128,7 +130,9 @@ def predict(timings, algorithm, max_runners, model, gpu_learn, output_dir) -> No
         ["source", "series"]
     ):
         fitted = scaling_model.fit(rows, model)
-        gpu = gpu_learn.get(algorithm.upper()) if series == "CPU only" else None
+        # our learner as measured on a GPU; the thesis's GPU runs are a series of their own
+        ours_on_cpu = (source, series) == ("ours", "CPU only")
+        gpu = gpu_learn.get(algorithm.upper()) if ours_on_cpu else None
         frames.append(
             scaling_model.predict(fitted, max_runners, gpu).assign(
                 source=source, series=series, algorithm=algorithm, model=model
