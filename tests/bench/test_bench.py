@@ -137,7 +137,9 @@ def test_learner_time_reports_seconds_per_update_and_per_iteration():
     "args, message",
     [
         (["--config", "trainings/pybullet-envs/ppo.yaml"], "learner-time measures SAC, TD3, DDPG"),
-        (["--config", "trainings/pybullet-envs/nope.yaml"], "no such config"),
+        (["--config", "trainings/pybullet-envs/nope.yaml"], "does not exist"),
+        (["--config", "README.md"], "pass --toolkit"),
+        (["--config", "README.md", "--toolkit", "gym"], "README.md is not valid YAML"),
         (["--obs-dim", "44"], "give both --obs-dim and --act-dim"),
         (["--updates", "0"], "--updates"),
     ],

@@ -22,29 +22,36 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
-import yaml
 
 from ddrl import algorithms, cli
 from ddrl.bench import machine
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
+from ddrl.pipeline import validation
+from ddrl.pipeline.experiment import check_top_level, read_experiment_file
 
 OFF_POLICY = ("SAC", "TD3", "DDPG")
 SAC_YAML = "trainings/pybullet-envs/sac.yaml"
 
 
-def load_training(path: Path) -> tuple[str, str, str, dict]:
-    """(toolkit, env id, algorithm, training settings) of an experiment file."""
-    if not path.is_file():
-        raise UserError(f"{path}: no such config; pass an experiment file such as {SAC_YAML}.")
-    raw = yaml.safe_load(path.read_text())
-    algorithm = algorithms.canonical_name(str(raw.get("algorithm", "")))
+def load_training(path: Path, toolkit: str, env_here: bool) -> tuple[str, str, dict]:
+    """(env id, algorithm, training settings) of an experiment file: checked as a run checks it
+    where the toolkit is installed, else its YAML and top level only (a GPU node without it)."""
+    if env_here:
+        experiment = validation.load_experiment(path, toolkit)
+        env_id, algorithm = experiment.env, experiment.algorithm
+        training = experiment.rllib.get("training", {})
+    else:
+        raw = read_experiment_file(path, toolkit)
+        top = check_top_level(raw, toolkit, f" in {path}")
+        env_id, algorithm = top["env"], algorithms.canonical_name(str(top["algorithm"]))
+        training = raw.get("training") or {}
     if algorithm not in OFF_POLICY:
         raise UserError(
-            f"{path}: algorithm {raw.get('algorithm')!r}; learner-time measures "
-            f"{', '.join(OFF_POLICY)} (PPO's learning time is in its runs' timers)."
+            f"{path}: algorithm {algorithm}; learner-time measures {', '.join(OFF_POLICY)} "
+            "(PPO's learning time is in its runs' timers)."
         )
-    return path.parent.name, raw["env"], algorithm, dict(raw.get("training") or {})
+    return env_id, algorithm, dict(training)
 
 
 def spaces(toolkit: str, env_id: str, obs_dim: int | None, act_dim: int | None):
@@ -114,6 +121,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--config", type=Path, default=Path(SAC_YAML), help=f"default {SAC_YAML}")
     parser.add_argument(
+        "--toolkit",
+        choices=list(toolkits.TOOLKITS),
+        help="where the env comes from (default: the config's folder, e.g. pybullet-envs)",
+    )
+    parser.add_argument(
         "--device",
         choices=["cpu", "cuda"],
         default="cuda" if torch.cuda.is_available() else "cpu",
@@ -142,9 +154,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: torch sees no CUDA GPU here; use --device cpu.")
-    toolkit, env_id, algorithm, training = load_training(args.config)
-    if args.obs_dim is None:
-        toolkits.check_env_id(toolkit, env_id)
+    toolkit = args.toolkit or args.config.parent.name
+    if toolkit not in toolkits.TOOLKITS:
+        raise UserError(
+            f"{args.config} is not in a toolkit's folder of trainings/: pass --toolkit "
+            f"({', '.join(toolkits.TOOLKITS)})."
+        )
+    env_id, algorithm, training = load_training(args.config, toolkit, args.obs_dim is None)
     observation_space, action_space = spaces(toolkit, env_id, args.obs_dim, args.act_dim)
     training["num_steps_sampled_before_learning_starts"] = 0
 
