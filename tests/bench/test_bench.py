@@ -2,6 +2,8 @@
 times (figures are not judged here: speed is measured by the benchmarks, not by timed tests)."""
 
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -148,3 +150,30 @@ def test_learner_time_bad_input_is_one_line(args, message):
     proc = run_script(LEARNER_TIME, *args)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr and not proc.stdout
+
+
+def test_learner_time_runs_without_the_envs_toolkit_given_its_shapes():
+    """On a GPU node without PyBullet: the file is read without its toolkit and the humanoid's
+    shapes come from --obs-dim/--act-dim; without them, the missing toolkit is one line."""
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['pybullet_envs_gymnasium'] = sys.modules['pybullet'] = None  # not installed\n"
+        "sys.argv = ['learner-time.py', *sys.argv[1:]]\n"
+        f"runpy.run_path({str(LEARNER_TIME)!r}, run_name='__main__')\n"
+    )
+    args = ["--config", "trainings/pybullet-envs/sac.yaml", "--device", "cpu", "--updates", "2"]
+    args += ["--rounds", "1", "--transitions", "300"]
+
+    def run(*extra):
+        return subprocess.run(
+            [sys.executable, "-c", code, *args, *extra],
+            cwd=CTE_POWER, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    shaped = run("--obs-dim", "44", "--act-dim", "17")
+    assert shaped.returncode == 0, shaped.stderr[-2000:]
+    assert "SAC learner of trainings/pybullet-envs/sac.yaml on cpu" in shaped.stdout
+    assert "obs 44, actions 17, batch 256" in shaped.stdout
+    unshaped = run()
+    assert unshaped.returncode == 2 and unshaped.stderr.count("\n") == 1, unshaped.stderr
+    assert "needs the Python package 'pybullet_envs_gymnasium'" in unshaped.stderr

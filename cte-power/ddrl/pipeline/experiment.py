@@ -452,8 +452,11 @@ def dump_yaml(data: dict) -> str:
 
 
 # ------------------------------------------------------------------------------ the pipeline's entry
-def read_experiment_file(path: str | Path, toolkit: str, overrides: list[str] = ()) -> dict:
-    """The raw settings of an experiment file with ``key.path=value`` overrides applied."""
+def read_experiment_file(
+    path: str | Path, toolkit: str, overrides: list[str] = (), check_env_ids: bool = True
+) -> dict:
+    """The raw settings of an experiment file with ``key.path=value`` overrides applied
+    (``check_env_ids`` False: its ``per_env`` ids unchecked, where the toolkit is not installed)."""
     path = Path(path)
     if not path.is_file():
         raise UserError(_missing_config_message(path, toolkit))
@@ -482,14 +485,16 @@ def read_experiment_file(path: str | Path, toolkit: str, overrides: list[str] = 
         raise UserError(
             f"{path} must contain a mapping of settings (key: value), not {type(raw).__name__}."
         )
-    return with_env_settings(raw, overrides, toolkit, f" in {path}")
+    return with_env_settings(raw, overrides, toolkit, f" in {path}", check_env_ids)
 
 
 #: What a ``per_env`` section may set: everything but the env and the algorithm.
 PER_ENV_KEYS = ("description", "stop", "checkpoint", "tune", "tracking") + RLLIB_GROUPS
 
 
-def with_env_settings(raw: dict, overrides: list[str], toolkit: str, where: str = "") -> dict:
+def with_env_settings(
+    raw: dict, overrides: list[str], toolkit: str, where: str = "", check_env_ids: bool = True
+) -> dict:
     """``raw`` with the overrides applied over its ``per_env`` section for the env it trains
     (the file's ``env``, or ``--set env=...``), as RL Zoo3's files keyed by env: the file's own
     settings, then the env's, then the overrides. A null in a section drops the file's setting;
@@ -504,7 +509,8 @@ def with_env_settings(raw: dict, overrides: list[str], toolkit: str, where: str 
             f"'per_env'{where} must map env ids to settings, e.g. per_env: {{HopperBulletEnv-v0: {{training: {{lr: 0.001}}}}}}."
         )
     for env_id, section in per_env.items():
-        check_env_id(toolkit, str(env_id))
+        if check_env_ids:
+            check_env_id(toolkit, str(env_id))
         if not isinstance(section, dict):
             raise UserError(f"'per_env.{env_id}'{where} must be a mapping of settings.")
         for key in section:

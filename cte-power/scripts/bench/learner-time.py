@@ -42,7 +42,7 @@ def load_training(path: Path, toolkit: str, env_here: bool) -> tuple[str, str, d
         env_id, algorithm = experiment.env, experiment.algorithm
         training = experiment.rllib.get("training", {})
     else:
-        raw = read_experiment_file(path, toolkit)
+        raw = read_experiment_file(path, toolkit, check_env_ids=False)
         top = check_top_level(raw, toolkit, f" in {path}")
         env_id, algorithm = top["env"], algorithms.canonical_name(str(top["algorithm"]))
         training = raw.get("training") or {}
