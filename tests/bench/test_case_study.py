@@ -277,6 +277,24 @@ def test_floor_returns_of_the_humanoid_are_those_of_an_agent_that_falls_at_once(
     assert random_return < still_return < 2 * still_length, "at most +2 per step upright"
 
 
+def test_the_other_humanoid_pays_about_2_per_step_whatever_the_policy():
+    """PyBullet Gymperium's HumanoidMuJoCoEnv-v0, on which the thesis's repository also trained
+    SAC: its episodes never end early and a policy that learned nothing collects over 1,000 (about
+    +2 alive bonus per step, no electricity cost), the scale of the thesis's 2,180."""
+    proc = run_script(
+        FLOOR, "--toolkit", "pybulletgym", "--env", "HumanoidMuJoCoEnv-v0", "--episodes", 2
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {
+        line.split()[0]: [float(x) for x in line.split()[1:]]
+        for line in proc.stdout.splitlines()
+        if line.startswith(("still ", "random "))
+    }
+    for name, (mean_return, _, mean_length) in rows.items():
+        assert mean_length == 1000.0, name
+        assert 1000 < mean_return < 2200, (name, mean_return)
+
+
 def test_floor_returns_refuse_an_unknown_or_discrete_env():
     typo = run_script(FLOOR, "--env", "HumanoidBulletEnv-v9")
     assert typo.returncode == 2 and typo.stderr.count("\n") == 1
