@@ -125,6 +125,7 @@ def test_learner_time_reports_seconds_per_update_and_per_iteration():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "TD3 learner of trainings/pybullet-envs/td3.yaml on cpu" in out
+    assert re.search(r"torch threads: \d+, [\d.]+ GFLOP/s float32 matmul", out), "the machine"
     assert "obs 44, actions 17, batch 256" in out, "the humanoid's spaces, the config's batch"
     assert out.count("ms per update") == 2
     per_update_ms = float(re.search(r"seconds per update: ([\d.]+) ms", out)[1])
@@ -144,6 +145,7 @@ def test_learner_time_reports_seconds_per_update_and_per_iteration():
         (["--config", "README.md", "--toolkit", "gym"], "README.md is not valid YAML"),
         (["--obs-dim", "44"], "give both --obs-dim and --act-dim"),
         (["--updates", "0"], "--updates"),
+        (["--transitions", "100", "--obs-dim", "4", "--act-dim", "2"], "below the batch of 256"),
     ],
 )
 def test_learner_time_bad_input_is_one_line(args, message):

@@ -67,8 +67,8 @@ def spaces(toolkit: str, env_id: str, obs_dim: int | None, act_dim: int | None):
     return box(-np.inf, np.inf, (obs_dim,), np.float32), box(-1.0, 1.0, (act_dim,), np.float32)
 
 
-def build_learner(algorithm: str, training: dict, observation_space, action_space, device: str):
-    config = (
+def learner_config(algorithm: str, training: dict, observation_space, action_space, device: str):
+    return (
         algorithms.get_algorithm_class(algorithm)
         .get_default_config()
         .environment(observation_space=observation_space, action_space=action_space)
@@ -76,6 +76,9 @@ def build_learner(algorithm: str, training: dict, observation_space, action_spac
         .env_runners(num_env_runners=0)
         .learners(num_learners=0, num_gpus_per_learner=1 if device == "cuda" else 0)
     )
+
+
+def build_learner(config, device: str):
     if device == "cuda":  # RLlib places a GPU learner through Ray's runtime context
         import ray
 
@@ -164,14 +167,21 @@ def main(argv=None) -> int:
     observation_space, action_space = spaces(toolkit, env_id, args.obs_dim, args.act_dim)
     training["num_steps_sampled_before_learning_starts"] = 0
 
-    learner = build_learner(algorithm, training, observation_space, action_space, args.device)
+    config = learner_config(algorithm, training, observation_space, action_space, args.device)
+    if args.transitions < config.train_batch_size_per_learner:
+        raise UserError(
+            f"--transitions {args.transitions} is below the batch of "
+            f"{config.train_batch_size_per_learner}: give at least that many."
+        )
+    learner = build_learner(config, args.device)
     learner.lean_update(
         random_transitions(args.transitions, observation_space, action_space), num_updates=0
     )
     where = (
         torch.cuda.get_device_name()
         if args.device == "cuda"
-        else f"{machine.cpu_model()}, torch threads: {torch.get_num_threads()}"
+        else f"{machine.cpu_model()}, torch threads: {torch.get_num_threads()}, "
+        f"{machine.matmul_gflops(torch.get_num_threads()):.1f} GFLOP/s float32 matmul"
     )
     print(
         f"{algorithm} learner of {args.config} on {args.device} ({where}), torch {torch.__version__}: "
