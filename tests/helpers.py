@@ -135,3 +135,15 @@ def only_trial(experiment: Path) -> Path:
     trials = [p for p in experiment.iterdir() if p.is_dir()]
     assert len(trials) == 1, trials
     return trials[0]
+
+
+def random_transitions(n: int, seed: int = 0) -> dict:
+    """``n`` random off-policy transitions of a 5-dimensional observation and 3-dimensional action."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(n, 5)).astype(np.float32)
+    return {
+        "obs": obs, "next_obs": obs, "actions": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+        "rewards": rng.normal(size=n).astype(np.float32), "terminateds": np.zeros(n, np.float32),
+    }  # fmt: skip

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers import random_transitions
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
@@ -112,13 +113,7 @@ def test_evaluation_with_several_envs_per_runner_is_refused():
 
 
 # ---------------------------------------------------------------- off-policy replay and keys
-def transitions(n: int, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(n, 5)).astype(np.float32)
-    return {
-        "obs": obs, "next_obs": obs, "actions": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-        "rewards": rng.normal(size=n).astype(np.float32), "terminateds": np.zeros(n, np.float32),
-    }  # fmt: skip
+transitions = random_transitions
 
 
 def small(config_class, learning_starts: int):

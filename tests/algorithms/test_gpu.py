@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import random_transitions
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.algorithms import ppo
@@ -45,13 +46,7 @@ PRIORITIZED = {
 }
 
 
-def transitions(n: int, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(n, 5)).astype(np.float32)
-    return {
-        "obs": obs, "next_obs": obs, "actions": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-        "rewards": rng.normal(size=n).astype(np.float32), "terminateds": np.zeros(n, np.float32),
-    }  # fmt: skip
+transitions = random_transitions
 
 
 def off_policy(config_class, gpus: int, **training):
