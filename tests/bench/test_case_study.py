@@ -42,12 +42,13 @@ def small_sac(tmp_path):
     return path
 
 
-def start(args, log):
+def start(args, log, env=None):
     return subprocess.Popen(
         [sys.executable, str(TRAIN_SB3), *map(str, args)],
         cwd=CTE_POWER,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -64,8 +65,11 @@ def test_sb3_run_checkpoints_on_request_and_resumes_one_curve(small_sac, tmp_pat
         "--torch-threads",
         1,
     ]
+    # SB3 left to itself makes an empty folder in the temp dir at every learn(), fresh or loaded
+    temp_dir = tmp_path / "tmp"
+    temp_dir.mkdir()
     log = tmp_path / "first.log"
-    first = start(args, log)
+    first = start(args, log, env={"TMPDIR": str(temp_dir)})
     deadline = time.time() + 240
     while time.time() < deadline and not (output / "checkpoint" / "state.json").is_file():
         assert first.poll() is None, log.read_text()[-2000:]
@@ -84,8 +88,9 @@ def test_sb3_run_checkpoints_on_request_and_resumes_one_curve(small_sac, tmp_pat
     other = run_script(TRAIN_SB3, *args, "--resume", "--set", "training.tau=0.01")
     assert other.returncode == 2 and "other settings" in other.stderr
 
-    resumed = run_script(TRAIN_SB3, *args, "--resume", timeout=300)
+    resumed = run_script(TRAIN_SB3, *args, "--resume", timeout=300, env={"TMPDIR": str(temp_dir)})
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert not list(temp_dir.glob("SB3-*")), "nothing written outside the run's folder"
     curve = pd.read_csv(output / "progress.csv")
     assert list(curve["env_steps"]) == list(range(1000, 3001, 1000)), "one row per 1,000 env steps"
     assert curve["env_steps"].is_unique and curve["wall_s"].is_monotonic_increasing

@@ -140,6 +140,19 @@ def require_sb3():
 
 def model(algorithm: str, env, hp: dict, seed: int):
     """The SB3 model of ``algorithm`` with ``hp``; ``env`` is an env id or a function making one."""
+    return without_log_folder(_model(algorithm, env, hp, seed))
+
+
+def without_log_folder(built):
+    """``built`` with a logger that writes nothing: left to itself, every ``learn()`` makes an
+    empty ``/tmp/SB3-<date>`` folder (SB3's ``configure(None)``). A loaded model needs it again."""
+    from stable_baselines3.common.logger import Logger
+
+    built.set_logger(Logger(folder=None, output_formats=[]))
+    return built
+
+
+def _model(algorithm: str, env, hp: dict, seed: int):
     sb3 = require_sb3()
     from stable_baselines3.common.env_util import make_vec_env
 

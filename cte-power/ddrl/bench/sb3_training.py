@@ -100,7 +100,7 @@ class Run:
         if state:  # SB3's load restores weights, optimizers, entropy coefficient and step count
             env = model.get_env()
             del model  # its empty replay buffer
-            model = (
+            model = sb3.without_log_folder(
                 sb3.require_sb3()
                 .__dict__[self.settings["algorithm"]]
                 .load(str(self.checkpoint / "model.zip"), env=env, device="cpu")
