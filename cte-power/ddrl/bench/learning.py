@@ -157,18 +157,18 @@ def train_ours(
         if path.exists():  # a run cut short before: it starts again
             shutil.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        ray.init(
-            address="local",
-            num_cpus=1,
-            include_dashboard=False,
-            _temp_dir=f"/tmp/ddrl-lb-{time.time_ns() % 10**9}",
-        )
+        # a short path of its own (Ray's sockets live there); its logs are kept if the run fails
+        ray_dir = f"/tmp/ddrl-lb-{time.time_ns() % 10**9}"
+        ray.init(address="local", num_cpus=1, include_dashboard=False, _temp_dir=ray_dir)
         try:
             code = training.run(experiment, path, algorithm_callbacks=[clock])
         finally:
             ray.shutdown()
         if code != 0:
-            raise RuntimeError(f"{run.name}: training failed (exit code {code}); see {path}")
+            raise RuntimeError(
+                f"{run.name}: training failed (exit code {code}); see {path} and Ray's logs in {ray_dir}"
+            )
+        shutil.rmtree(ray_dir, ignore_errors=True)
         (trial,) = [p for p in path.iterdir() if (p / "result.json").is_file()]
         rows = [
             {
