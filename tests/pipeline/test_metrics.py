@@ -9,6 +9,7 @@ import ray
 
 from ddrl.algorithms.offpolicy import SAMPLE_WHILE_LEARNING
 from ddrl.pipeline import rllib_config, validation
+from ddrl.pipeline.callbacks import RETURN_WINDOW
 from ddrl.pipeline.experiment import Experiment
 from ddrl.pipeline.results import EVAL_RETURN, result_value
 
@@ -108,6 +109,44 @@ def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algo
         assert finished > window  # the window filled and slid
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("algorithm", ["PPO", "SAC"])
+def test_a_restored_run_keeps_its_return_window(local_ray, algorithm, tmp_path):
+    """Restored from a checkpoint (as --resume and a requeue do), the mean still covers the last
+    episodes before the stop. The restored run's new env counts its episodes from 0 again."""
+    window = 30
+    rllib = {
+        **SMALL[algorithm],
+        "env_runners": {"num_env_runners": 0},
+        "reporting": {
+            **SMALL[algorithm].get("reporting", {}),
+            "metrics_num_episodes_for_smoothing": window,
+        },
+    }
+    first = build(algorithm, rllib)
+    try:
+        for _ in range(2):
+            result = first.train()
+        before = list(range(int(result["num_env_steps_sampled_lifetime"]) // EPISODE_LENGTH))
+        first.save_to_path(tmp_path / "checkpoint")
+    finally:
+        first.stop()
+    assert 0 < len(before) < 2 * window  # a few iterations: the window holds the start of the run
+
+    second = build(algorithm, rllib)
+    try:
+        second.restore_from_path(tmp_path / "checkpoint")
+        result = second.train()
+        assert RETURN_WINDOW not in result  # kept in the checkpoint, not in every result row
+        runners = result["env_runners"]
+        after = runners["num_episodes"]  # the restored run's episodes 0..after-1
+        assert after > 0, runners
+        expected = (before + list(range(after)))[-window:]
+        assert runners["num_episodes_in_window"] == len(expected), runners
+        assert runners["episode_return_mean"] == pytest.approx(np.mean(expected)), runners
+    finally:
+        second.stop()
 
 
 def test_an_iteration_with_a_single_finished_episode_counts_it(local_ray):

@@ -9,6 +9,9 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 
 #: Where the env runners put the return of every episode that ended (a list per iteration).
 EPISODE_RETURNS = "ddrl_episode_returns"
+#: Where the driver keeps the return window in the algorithm's metrics, whose state checkpoints
+#: hold: a resumed run's mean goes on over the episodes before the stop.
+RETURN_WINDOW = "ddrl_return_window"
 
 
 class RecordPlacement(RLlibCallback):
@@ -56,7 +59,8 @@ class SmoothedReturn(RLlibCallback):
     every env runner hands the driver each finished episode's return, and the driver keeps the
     window itself. ``episode_return_mean_this_iter`` keeps RLlib's own figure, and
     ``num_episodes_in_window`` says how many episodes the mean covers (fewer than the window
-    early on, and again after a resume: the window is not part of a checkpoint).
+    early on). The window is part of every checkpoint, so a resumed run's mean goes on over the
+    episodes before the stop.
 
     Evaluation results get the same treatment without a window: ``evaluation/env_runners/
     episode_return_mean`` is the mean of the episodes of that evaluation round.
@@ -75,14 +79,18 @@ class SmoothedReturn(RLlibCallback):
         metrics_logger.log_value(EPISODE_RETURNS, float(total), reduce="item_series")
 
     def on_train_result(self, *, algorithm, metrics_logger=None, result, **kwargs) -> None:
+        # the window logged at the end of the previous iteration, or restored from a checkpoint
+        saved = result.pop(RETURN_WINDOW, None)
         if self.window is None:
             self.window = deque(
-                maxlen=max(1, int(algorithm.config.metrics_num_episodes_for_smoothing))
+                saved or (), maxlen=max(1, int(algorithm.config.metrics_num_episodes_for_smoothing))
             )
         runners = result.get("env_runners")
         if isinstance(runners, dict):
             self.window.extend(_returns(runners.pop(EPISODE_RETURNS, None)))
             _replace_mean(runners, list(self.window))
+        if metrics_logger is not None:  # checkpoints written after this iteration keep it
+            metrics_logger.log_value(RETURN_WINDOW, list(self.window), reduce="item")
         evaluation = result.get("evaluation", {}).get("env_runners")
         if isinstance(evaluation, dict) and EPISODE_RETURNS in evaluation:
             _replace_mean(evaluation, _returns(evaluation.pop(EPISODE_RETURNS)))
