@@ -84,10 +84,9 @@ SMALL = {
 }
 
 
-@pytest.mark.parametrize("algorithm", ["PPO", "RLlibPPO", "SAC"])
-def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algorithm):
-    window = 30
-    rllib = {
+def with_window(algorithm: str, window: int) -> dict:
+    """SMALL[algorithm] sampling on the driver, its mean return over the last ``window`` episodes."""
+    return {
         **SMALL[algorithm],
         "env_runners": {"num_env_runners": 0},
         "reporting": {
@@ -95,6 +94,12 @@ def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algo
             "metrics_num_episodes_for_smoothing": window,
         },
     }
+
+
+@pytest.mark.parametrize("algorithm", ["PPO", "RLlibPPO", "SAC"])
+def test_mean_return_is_over_the_last_episodes_across_iterations(local_ray, algorithm):
+    window = 30
+    rllib = with_window(algorithm, window)
     algo = build(algorithm, rllib)
     try:
         for _ in range(5):
@@ -116,14 +121,7 @@ def test_a_restored_run_keeps_its_return_window(local_ray, algorithm, tmp_path):
     """Restored from a checkpoint (as --resume and a requeue do), the mean still covers the last
     episodes before the stop. The restored run's new env counts its episodes from 0 again."""
     window = 30
-    rllib = {
-        **SMALL[algorithm],
-        "env_runners": {"num_env_runners": 0},
-        "reporting": {
-            **SMALL[algorithm].get("reporting", {}),
-            "metrics_num_episodes_for_smoothing": window,
-        },
-    }
+    rllib = with_window(algorithm, window)
     first = build(algorithm, rllib)
     try:
         for _ in range(2):
