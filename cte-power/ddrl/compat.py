@@ -193,6 +193,16 @@ def freeze_mean_std_filter(piece) -> None:
         piece._update_stats = False
 
 
+def mean_std_filter_function(piece):
+    """The single-agent running mean/std filter inside an RLlib ``MeanStdFilter`` connector and
+    whether it updates its statistics: the filter RLlib's own call applies to each episode's
+    last observation (for the lean env runner, which keeps no episode objects while it samples)."""
+    with _private("ray", "MeanStdFilter._filters and _update_stats"):
+        if piece._filters is None:
+            piece._init_new_filters()
+        return piece._filters[None], piece._update_stats
+
+
 def local_learner(algo):
     """The learner of an algorithm built with ``num_learners=0`` (it lives in this process);
     None where its learners are remote actors."""

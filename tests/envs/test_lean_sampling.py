@@ -23,13 +23,13 @@ METRICS = (
 )
 
 
-def experiment(env: str, algorithm: str, envs: int = 4, **sections):
+def experiment(env: str, algorithm: str, envs: int = 4, env_runners=(), **sections):
     return validation.validate(
         {
             "env": env,
             "algorithm": algorithm,
             "stop": {"iterations": 1},
-            "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": envs},
+            "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": envs, **dict(env_runners)},
             "debugging": {"seed": 7},
             **sections,
         },
@@ -63,13 +63,19 @@ def episode_labels(episodes) -> list[int]:
         ("CartPole-v1", "PPO", {}),
         # a module that outputs its actions (no distribution), uniform warm-up
         ("Pendulum-v1", "SAC", {"training": {"actor_hiddens": [32], "critic_hiddens": [32]}}),
+        # the observation filter: the same normalised observations and the same statistics
+        ("Pendulum-v1", "PPO", {"env_runners": {"observation_filter": "MeanStdFilter"}}),
+        ("CartPole-v1", "PPO", {"env_runners": {"observation_filter": "MeanStdFilter"}}),
     ],
 )
 def test_the_lean_runner_samples_what_rllibs_runner_samples(env, algorithm, sections):
     config = rllib_config.build_algorithm_config(experiment(env, algorithm, **sections))
     toolkits.register_env("gym", env)
     lean_runner, lean, lean_metrics = sample(lean_sampling.LeanEnvRunner, config, 3, 300)
-    _, rllib, rllib_metrics = sample(SingleAgentEnvRunner, config, 3, 300)
+    rllib_runner, rllib, rllib_metrics = sample(SingleAgentEnvRunner, config, 3, 300)
+    lean_state = lean_runner._env_to_module.get_state()
+    rllib_state = rllib_runner._env_to_module.get_state()
+    np.testing.assert_equal(lean_state, rllib_state)  # the filter's statistics, if any
 
     assert lean_runner.samples_lean
     assert [len(e) for e in lean] == [len(e) for e in rllib]
@@ -114,12 +120,17 @@ def test_the_lean_loop_runs_only_where_it_computes_what_rllib_does():
     filtered = rllib_config.build_algorithm_config(
         experiment("Pendulum-v1", "PPO", env_runners={"observation_filter": "MeanStdFilter"})
     )
+    runner = lean_sampling.LeanEnvRunner(config=filtered, worker_index=1)
+    try:
+        assert runner.samples_lean  # the observation filter is applied by the lean loop
+    finally:
+        runner.stop()
     per_step_callback = rllib_config.build_algorithm_config(experiment("Pendulum-v1", "PPO"))
     per_step_callback.callbacks([*per_step_callback.callbacks_class, StepCounter])
-    for config in (filtered, per_step_callback):
+    for config in (per_step_callback,):
         runner = lean_sampling.LeanEnvRunner(config=config, worker_index=1)
         try:
-            # RLlib's own loop: a connector of its own, or a callback at every step
+            # RLlib's own loop: a callback at every step
             assert not runner.samples_lean
             assert sum(len(e) for e in runner.sample(num_timesteps=40)) >= 40
         finally:

@@ -16,8 +16,12 @@ and the episode metrics are RLlib's; ``tests/envs/test_lean_sampling.py`` sample
 from the same seed and gets the same episodes.
 
 It steps lean only where that computes what RLlib's default pipelines would: Box observations, a
-stateless module, RLlib's default env-to-module connectors, the batched module-to-env pipeline and
-no callback on episode creation, start or step. Anything else, and episode-count sampling
+stateless module, RLlib's default env-to-module connectors (after RLlib's ``MeanStdFilter``, the
+observation filter, if there is one), the batched module-to-env pipeline and no callback on
+episode creation, start or step. With the filter, each env's new observation goes through the
+connector's own running mean/std filter, env by env in RLlib's order, and the normalised one is
+kept, as RLlib's connector writes it back into the episode: the statistics are the connector's,
+so RLlib merges them across runners, syncs and checkpoints them as before. Anything else, and episode-count sampling
 (evaluation), runs RLlib's own loop. The loop overrides RLlib's ``_sample`` (a private method), so
 it is tied to the RLlib version ``requirements.txt`` pins.
 """
@@ -35,6 +39,7 @@ from ray.rllib.connectors.env_to_module import (
     AddStatesFromEpisodesToBatch,
     AddTimeDimToBatchAndZeroPad,
     BatchIndividualItems,
+    MeanStdFilter,
     NumpyToTensor,
 )
 from ray.rllib.connectors.module_to_env.get_actions import GetActions
@@ -45,6 +50,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.rllib.utils.numpy import convert_to_numpy
 
+from ddrl import compat
 from ddrl.envs import vector_actions
 
 #: RLlib's default env-to-module pipeline: for a stateless module it only batches the last
@@ -119,7 +125,10 @@ class LeanEnvRunner(SingleAgentEnvRunner):
         self._lean = self.env is not None and self._lean_applies()
         self._chunks: list[_Chunk | None] | None = None  # None: the envs need a reset
         self._observations = None
+        self._filter = None  # the observation filter's connector, if the pipeline starts with one
         if self._lean:
+            first = self._env_to_module.connectors[0]
+            self._filter = first if isinstance(first, MeanStdFilter) else None
             self._get_actions = GetActions()
             self._actions_for_env = vector_actions.BatchedActionsForEnv(
                 input_action_space=self.env.single_action_space,
@@ -134,11 +143,14 @@ class LeanEnvRunner(SingleAgentEnvRunner):
 
     def _lean_applies(self) -> bool:
         callbacks = self._callbacks or []
+        connectors = list(self._env_to_module.connectors)
+        if connectors and type(connectors[0]) is MeanStdFilter:
+            connectors = connectors[1:]  # the observation filter, applied by the lean loop
         return (
             isinstance(self.env.single_observation_space, gym.spaces.Box)
             and self.module is not None
             and not self.module.is_stateful()
-            and [type(c) for c in self._env_to_module.connectors] == _DEFAULT_ENV_TO_MODULE
+            and [type(c) for c in connectors] == _DEFAULT_ENV_TO_MODULE
             and vector_actions.is_batched_pipeline(self._module_to_env)
             and not any(getattr(self.config, f"callbacks_{name}") for name in _PER_STEP_CALLBACKS)
             and not any(_overrides(c, name) for c in callbacks for name in _PER_STEP_CALLBACKS)
@@ -168,7 +180,7 @@ class LeanEnvRunner(SingleAgentEnvRunner):
             )
         if force_reset or self._needs_initial_reset or self._chunks is None:
             self._reset_lean()
-        spaces = (self.env.single_observation_space, self.env.single_action_space)
+        spaces = (self._observation_space(), self.env.single_action_space)
         runners = self.config.num_env_runners or 1
         done: list[SingleAgentEpisode] = []
         steps = 0
@@ -189,6 +201,7 @@ class LeanEnvRunner(SingleAgentEnvRunner):
                     self._reset_lean()
                     continue
                 observations, rewards, terminateds, truncateds, infos = results
+                observations = self._filtered(observations)
                 for i, chunk in enumerate(self._chunks):
                     if chunk is None:  # its episode ended last step: this is its reset
                         self._chunks[i] = _Chunk(observations[i], infos[i])
@@ -256,9 +269,25 @@ class LeanEnvRunner(SingleAgentEnvRunner):
         observations, infos = self._try_env_reset(
             seed=self._seed if self._needs_initial_reset else None, options=None
         )
+        observations = self._filtered(observations)
         self._needs_initial_reset = False
         self._observations = observations
         self._chunks = [_Chunk(observations[i], infos[i]) for i in range(self.num_envs)]
+
+
+    def _filtered(self, observations: np.ndarray) -> np.ndarray:
+        """The observations through the observation filter, one env after the other (each
+        updates the statistics the next is scaled with, as in RLlib's connector)."""
+        if self._filter is None:
+            return observations
+        normalize, update = compat.mean_std_filter_function(self._filter)
+        return np.stack([normalize(row, update=update) for row in observations])
+
+    def _observation_space(self):
+        """The space the episodes' observations are in (the filter's clipped Box, if any)."""
+        if self._filter is None:
+            return self.env.single_observation_space
+        return self._filter.observation_space
 
 
 def _to_numpy(value):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 
+from ddrl.envs.distance import DistanceWalked
 from ddrl.envs.quiet import QuietFirstReset, c_output_silenced
 from ddrl.errors import UserError, closest
 
@@ -76,10 +77,10 @@ class Toolkit:
     def make(self, env_id: str, **kwargs) -> gym.Env:
         self.load()
         if not self.prints_on_connect:
-            return gym.make(env_id, **kwargs)
+            return DistanceWalked(gym.make(env_id, **kwargs))
         with c_output_silenced():  # the first make imports PyBullet, which prints its build time
             env = gym.make(env_id, **kwargs)
-        return QuietFirstReset(env)
+        return DistanceWalked(QuietFirstReset(env))
 
 
 TOOLKITS: dict[str, Toolkit] = {

@@ -12,6 +12,11 @@ EPISODE_RETURNS = "ddrl_episode_returns"
 #: Where the driver keeps the return window in the algorithm's metrics, whose state checkpoints
 #: hold: a resumed run's mean goes on over the episodes before the stop.
 RETURN_WINDOW = "ddrl_return_window"
+#: The same for each ended episode's forward distance (``ddrl.envs.distance``), where the env has one.
+EPISODE_DISTANCES = "ddrl_episode_distances"
+DISTANCE_WINDOW = "ddrl_distance_window"
+#: The mean distance over the window, beside RLlib's ``episode_return_mean`` (metres).
+DISTANCE_MEAN = "episode_distance_mean"
 
 
 class RecordPlacement(RLlibCallback):
@@ -64,11 +69,15 @@ class SmoothedReturn(RLlibCallback):
 
     Evaluation results get the same treatment without a window: ``evaluation/env_runners/
     episode_return_mean`` is the mean of the episodes of that evaluation round.
+
+    Where the env reports the distance walked (``ddrl.envs.distance``), ``episode_distance_mean``
+    is the mean forward distance of the same episodes, kept and checkpointed the same way.
     """
 
     def __init__(self):
         super().__init__()
         self.window: deque[float] | None = None
+        self.distances: deque[float] | None = None
 
     def on_episode_end(
         self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs
@@ -77,23 +86,47 @@ class SmoothedReturn(RLlibCallback):
             chunk.get_return() for chunk in prev_episode_chunks or ()
         )
         metrics_logger.log_value(EPISODE_RETURNS, float(total), reduce="item_series")
+        distance = _last_distance(episode)
+        if distance is not None:
+            metrics_logger.log_value(EPISODE_DISTANCES, distance, reduce="item_series")
 
     def on_train_result(self, *, algorithm, metrics_logger=None, result, **kwargs) -> None:
         # the window logged at the end of the previous iteration, or restored from a checkpoint
         saved = result.pop(RETURN_WINDOW, None)
+        saved_distances = result.pop(DISTANCE_WINDOW, None)
         if self.window is None:
-            self.window = deque(
-                saved or (), maxlen=max(1, int(algorithm.config.metrics_num_episodes_for_smoothing))
-            )
+            size = max(1, int(algorithm.config.metrics_num_episodes_for_smoothing))
+            self.window = deque(saved or (), maxlen=size)
+            self.distances = deque(saved_distances or (), maxlen=size)
         runners = result.get("env_runners")
         if isinstance(runners, dict):
             self.window.extend(_returns(runners.pop(EPISODE_RETURNS, None)))
             _replace_mean(runners, list(self.window))
-        if metrics_logger is not None:  # checkpoints written after this iteration keep it
+            self.distances.extend(_returns(runners.pop(EPISODE_DISTANCES, None)))
+            if self.distances:
+                runners[DISTANCE_MEAN] = sum(self.distances) / len(self.distances)
+        if metrics_logger is not None:  # checkpoints written after this iteration keep them
             metrics_logger.log_value(RETURN_WINDOW, list(self.window), reduce="item")
+            if self.distances:
+                metrics_logger.log_value(DISTANCE_WINDOW, list(self.distances), reduce="item")
         evaluation = result.get("evaluation", {}).get("env_runners")
         if isinstance(evaluation, dict) and EPISODE_RETURNS in evaluation:
             _replace_mean(evaluation, _returns(evaluation.pop(EPISODE_RETURNS)))
+            distances = _returns(evaluation.pop(EPISODE_DISTANCES, None))
+            if distances:
+                evaluation[DISTANCE_MEAN] = sum(distances) / len(distances)
+
+
+def _last_distance(episode) -> float | None:
+    """The forward distance in the episode's last info, if its env reports one."""
+    from ddrl.envs.distance import DISTANCE
+
+    try:
+        info = episode.get_infos(-1)
+    except (IndexError, KeyError, TypeError):
+        return None
+    value = info.get(DISTANCE) if isinstance(info, dict) else None
+    return None if value is None else float(value)
 
 
 def _returns(values) -> list[float]:

@@ -27,6 +27,9 @@ MEAN_RETURN = "env_runners/episode_return_mean"
 EPISODES_IN_WINDOW = "env_runners/num_episodes_in_window"
 #: the mean of the latest evaluation round (the experiment's `evaluation` group)
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"
+#: the mean forward distance (metres) of the same episodes, where the env reports one (ddrl.envs.distance)
+MEAN_DISTANCE = "env_runners/episode_distance_mean"
+EVAL_DISTANCE = "evaluation/env_runners/episode_distance_mean"
 ITERATIONS = "training_iteration"
 TIME_S = "time_total_s"
 

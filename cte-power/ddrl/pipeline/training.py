@@ -20,7 +20,13 @@ from ddrl.errors import UserError
 from ddrl.output import say
 from ddrl.pipeline import checkpoints, tracking
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
-from ddrl.pipeline.results import EPISODES_IN_WINDOW, EXPERIMENT_FILE, result_value
+from ddrl.pipeline.results import (
+    EPISODES_IN_WINDOW,
+    EVAL_DISTANCE,
+    EXPERIMENT_FILE,
+    MEAN_DISTANCE,
+    result_value,
+)
 from ddrl.pipeline.rllib_config import build_algorithm_config
 
 #: Exit code after a stop request (SIGUSR2; our Slurm jobs forward Slurm's warning signal): every
@@ -198,13 +204,17 @@ def make_progress_printer():
             ret = result_value(result, STOP_METRICS["mean_return"])
             episodes = result_value(result, EPISODES_IN_WINDOW)
             evaluated = result_value(result, STOP_METRICS["eval_return"])
+            distance = result_value(result, MEAN_DISTANCE)
+            eval_distance = result_value(result, EVAL_DISTANCE)
             prefix = f"[{trial.trial_id}] " if len(trials) > 1 else ""
             say(
                 f"{prefix}iter {result.get('training_iteration', 0):>4} | "
                 f"env steps {int(result_value(result, STOP_METRICS['env_steps']) or 0):>9,} | "
                 f"mean return {'     n/a' if ret is None else f'{ret:8.1f}'}"
                 + ("" if ret is None or episodes is None else f" (last {episodes} episodes)")
+                + ("" if distance is None else f", {distance:5.1f} m")
                 + ("" if evaluated is None else f" | eval return {evaluated:8.1f}")
+                + ("" if eval_distance is None else f", {eval_distance:5.1f} m")
                 + f" | {result.get('time_this_iter_s', 0):6.2f} s/iter"
             )
 
