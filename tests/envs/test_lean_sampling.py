@@ -29,7 +29,11 @@ def experiment(env: str, algorithm: str, envs: int = 4, env_runners=(), **sectio
             "env": env,
             "algorithm": algorithm,
             "stop": {"iterations": 1},
-            "env_runners": {"num_env_runners": 0, "num_envs_per_env_runner": envs, **dict(env_runners)},
+            "env_runners": {
+                "num_env_runners": 0,
+                "num_envs_per_env_runner": envs,
+                **dict(env_runners),
+            },
             "debugging": {"seed": 7},
             **sections,
         },

@@ -525,3 +525,43 @@ def test_track_wandb_writes_an_offline_run_with_stable_names(tmp_path):
     last = results_of(trial)[-1]
     assert history[-1]["mean_return"] == pytest.approx(last["env_runners"]["episode_return_mean"])
     assert {"iteration_s", "time_s", "sampling_s", "learning_s"} <= set(history[-1])
+
+
+def test_a_resume_continues_a_trial_whose_state_was_saved_ahead_of_its_results(tmp_path):
+    """Tune's experiment state and a trial's result log are written apart; under load the state
+    can say more than the log (here: made so on purpose, the state claiming iteration 4 of a
+    trial that logged 3). The resume trusts the trial's own log: it continues the trial to the
+    new stop instead of skipping it and ending with success."""
+    run = [
+        *TINY_PPO,
+        "--results-dir",
+        tmp_path,
+        "--name",
+        "ahead",
+        "--set",
+        "checkpoint.at_end=true",
+    ]
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trial = only_trial(tmp_path / "ahead")
+    (tune_state,) = (tmp_path / "ahead").glob("experiment_state-*.json")
+    saved = json.loads(tune_state.read_text())
+    runtime = json.loads(saved["trial_data"][0][1])
+    runtime["last_result"]["training_iteration"] = 4
+    saved["trial_data"][0][1] = json.dumps(runtime)
+    tune_state.write_text(json.dumps(saved))
+
+    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=4", "--resume", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 finished trial(s) continue" in proc.stdout
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3, 4]
+
+
+def test_trials_that_ended_short_of_their_stop_are_named(tmp_path):
+    experiment = tmp_path / "short"
+    for name, iterations in (("done_trial", 4), ("short_trial", 3)):
+        (experiment / name).mkdir(parents=True)
+        lines = [json.dumps({"training_iteration": i}) for i in range(1, iterations + 1)]
+        (experiment / name / "result.json").write_text("\n".join(lines) + "\n")
+    assert training.short_of_stop(experiment, {"iterations": 4}) == ["short_trial (iteration 3)"]
+    assert training.short_of_stop(experiment, {"iterations": 3}) == []

@@ -274,7 +274,6 @@ class LeanEnvRunner(SingleAgentEnvRunner):
         self._observations = observations
         self._chunks = [_Chunk(observations[i], infos[i]) for i in range(self.num_envs)]
 
-
     def _filtered(self, observations: np.ndarray) -> np.ndarray:
         """The observations through the observation filter, one env after the other (each
         updates the statistics the next is scaled with, as in RLlib's connector)."""

@@ -167,7 +167,12 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) ->
         nonlocal reopened
         last = runtime.get("last_result")
         last = json.loads(last) if isinstance(last, str) else (last or {})
-        if trial.get("status") == "TERMINATED" and not reached(last, thresholds):
+        # The trial's own result log is the record of how far it got: Tune's state can be
+        # saved ahead of it, and a trial reopened only by the state would be skipped.
+        logged = last_logged_result(path / str(trial.get("relative_logdir", "")))
+        if trial.get("status") == "TERMINATED" and not (
+            reached(last, thresholds) and (logged is None or reached(logged, thresholds))
+        ):
             trial["status"] = "PAUSED"
             reopened += 1
         if manager is not None:
@@ -183,6 +188,33 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) ->
 
     compat.edit_tune_trials(path, carry)
     return reopened
+
+
+def last_logged_result(trial_dir: Path) -> dict | None:
+    """The last whole line of a trial's ``result.json`` (None without one)."""
+    import json
+
+    log = trial_dir / "result.json"
+    if not trial_dir.name or not log.is_file():
+        return None
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def short_of_stop(path: Path, stop: dict[str, float]) -> list[str]:
+    """The trials of the experiment at ``path`` whose result log ends before ``stop``: after a
+    run without a scheduler, a trial that ended there neither reached its stop nor failed."""
+    thresholds = thresholds_of(stop)
+    short = []
+    for trial_dir in sorted(p for p in path.iterdir() if p.is_dir()):
+        logged = last_logged_result(trial_dir)
+        if logged is not None and not reached(logged, thresholds):
+            short.append(f"{trial_dir.name} (iteration {logged.get('training_iteration')})")
+    return short
 
 
 def make_progress_printer():
@@ -335,9 +367,10 @@ def run(
             saved_file.write_text(
                 dump_yaml(experiment.to_dict())
             )  # the stopper reads the new stop from here
-            reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
-            if reopened:
-                say(f"{reopened} finished trial(s) continue from their latest checkpoint")
+        # always: a trial whose log ends short of its stop continues, whatever Tune's state says
+        reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
+        if reopened:
+            say(f"{reopened} finished trial(s) continue from their latest checkpoint")
         tuner = tune.Tuner.restore(
             str(path),
             trainable=algo_class,
@@ -393,7 +426,17 @@ def run(
     if StopRequest.requested:
         say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
         return EXIT_CHECKPOINTED
-    return _report(results, path, time.time() - started)
+    code = _report(results, path, time.time() - started)
+    if code == 0 and not experiment.tune["scheduler"]:
+        short = short_of_stop(path, experiment.stop)
+        if short:
+            print(
+                f"{len(short)} trial(s) ended before their stop without an error: "
+                f"{', '.join(short)}; continue them with --resume.",
+                file=sys.stderr,
+            )
+            return 1
+    return code
 
 
 def _report(results, path: Path, seconds: float) -> int:
