@@ -59,6 +59,10 @@ from ray.rllib.utils.torch_utils import clip_gradients
 from torch import nn
 
 from ddrl.algorithms import lean_ppo, threads
+from ddrl.algorithms.reward_scaling import RewardScaler
+
+#: Where the learner's state keeps the reward scaling's statistics (checkpoints hold it)
+REWARD_SCALING_STATE = "ddrl_reward_scaling"
 
 
 def linear_layers(module: nn.Module) -> list[nn.Linear]:
@@ -101,6 +105,42 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
     def build(self) -> None:
         super().build()
         threads.use_learner_threads(self.config)
+        self._reward_scaler = (
+            RewardScaler(self.config.gamma) if self.config.reward_scaling else None
+        )
+
+    def _scale_rewards(self, kwargs: dict) -> dict:
+        """``reward_scaling``: the update's episodes with their rewards scaled
+        (``ddrl.algorithms.reward_scaling``), before the learner connector computes advantages."""
+        scaler = getattr(self, "_reward_scaler", None)
+        if scaler is None:
+            return kwargs
+        if kwargs.get("episodes") is not None:
+            kwargs = {**kwargs, "episodes": scaler.scale_episodes(kwargs["episodes"])}
+        elif kwargs.get("training_data") is not None:
+            data = kwargs["training_data"]
+            data.solve_refs()
+            if data.episodes:
+                data.episodes = scaler.scale_episodes(data.episodes)
+        self.metrics.log_value(
+            (ALL_MODULES, "reward_scaling_return_std"), math.sqrt(scaler.var), window=1
+        )
+        return kwargs
+
+    @override(Learner)
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        scaler = getattr(self, "_reward_scaler", None)
+        if scaler is not None:
+            state[REWARD_SCALING_STATE] = scaler.get_state()
+        return state
+
+    @override(Learner)
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        scaler = getattr(self, "_reward_scaler", None)
+        if scaler is not None and REWARD_SCALING_STATE in state:
+            scaler.set_state(state[REWARD_SCALING_STATE])
 
     @override(RLlibPPOTorchLearner)
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
@@ -126,6 +166,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         per-minibatch bookkeeping (``ddrl.algorithms.lean_ppo``). Anything the lean loop does not
         cover (several modules, recurrent modules, data iterators, mixed precision, a per-value
         gradient clip) takes RLlib's own update."""
+        kwargs = self._scale_rewards(kwargs)
         if args or not self._can_update_lean(kwargs):
             return super().update(*args, **kwargs)
         return self._lean_update(**kwargs)
@@ -272,6 +313,7 @@ class PPOConfig(rllib_ppo.PPOConfig):
         self.adam_epsilon = 1e-8
         self.advantages_per_minibatch = False
         self.lean_update = True
+        self.reward_scaling = False
 
     @override(rllib_ppo.PPOConfig)
     def training(
@@ -281,6 +323,7 @@ class PPOConfig(rllib_ppo.PPOConfig):
         adam_epsilon: float | None = NotProvided,
         advantages_per_minibatch: bool | None = NotProvided,
         lean_update: bool | None = NotProvided,
+        reward_scaling: bool | None = NotProvided,
         **kwargs,
     ):
         """RLlib's PPO settings, and:
@@ -294,6 +337,10 @@ class PPOConfig(rllib_ppo.PPOConfig):
             lean_update: run the epochs of minibatches without RLlib's per-minibatch
                 bookkeeping (on by default; ``ddrl.algorithms.lean_ppo``); the loss, minibatch
                 size and count are RLlib's.
+            reward_scaling: divide the rewards the learner trains on by the running standard
+                deviation of the discounted return, clipped to +-10, as Stable-Baselines3's
+                ``VecNormalize`` (``ddrl.algorithms.reward_scaling``); reported returns stay
+                in the env's units.
         """
         super().training(**kwargs)
         for name, value in (
@@ -301,10 +348,20 @@ class PPOConfig(rllib_ppo.PPOConfig):
             ("adam_epsilon", adam_epsilon),
             ("advantages_per_minibatch", advantages_per_minibatch),
             ("lean_update", lean_update),
+            ("reward_scaling", reward_scaling),
         ):
             if value is not NotProvided:
                 setattr(self, name, value)
         return self
+
+    @override(rllib_ppo.PPOConfig)
+    def validate(self) -> None:
+        super().validate()
+        if self.reward_scaling and (self.num_learners or 0) > 1:
+            self._value_error(
+                "training.reward_scaling keeps one set of statistics on one learner; set "
+                "learners.num_learners to 0 or 1, or reward_scaling to false."
+            )
 
     @override(rllib_ppo.PPOConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:

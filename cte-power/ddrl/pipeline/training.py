@@ -21,10 +21,15 @@ from ddrl.output import say
 from ddrl.pipeline import checkpoints, tracking
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import (
+    ENV_STEPS,
     EPISODES_IN_WINDOW,
     EVAL_DISTANCE,
+    EVAL_RETURN,
     EXPERIMENT_FILE,
+    ITERATIONS,
     MEAN_DISTANCE,
+    MEAN_RETURN,
+    TIME_S,
     result_value,
 )
 from ddrl.pipeline.rllib_config import build_algorithm_config
@@ -40,6 +45,23 @@ STOP_SIGNAL = signal.SIGUSR2
 # controller step (it is a small JSON file) so that a job killed without warning resumes from
 # its newest checkpoint; Tune's "auto" period can lag minutes behind.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
+#: Set by ``run`` to the experiment's folder: the callbacks Tune pickles with an experiment find
+#: it there, wherever the folder has moved since (a run committed on one machine, resumed on another).
+EXPERIMENT_DIR_VARIABLE = "DDRL_EXPERIMENT_DIR"
+#: The learning curve every run writes beside its trials, one slim row per iteration (small
+#: enough to commit; ``result.json`` holds everything).
+CURVE_FILE = "curve.csv"
+CURVE_COLUMNS = {
+    "training_iteration": ITERATIONS,
+    "env_steps": ENV_STEPS,
+    "time_total_s": TIME_S,
+    "mean_return": MEAN_RETURN,
+    "episodes_in_window": EPISODES_IN_WINDOW,
+    "mean_distance": MEAN_DISTANCE,
+    "eval_return": EVAL_RETURN,
+    "eval_distance": EVAL_DISTANCE,
+}
+
 # One compact line per iteration from our callback instead of Tune's wide tables.
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 # Forced state snapshots (checkpointing every iteration) are wanted here, not worth a warning.
@@ -74,6 +96,11 @@ def make_stopper(experiment_file: Path):
             self.thresholds: dict[str, float] = {}
 
         def __call__(self, trial_id, result) -> bool:
+            # Tune pickles this stopper with the experiment: a copy moved to another folder or
+            # machine (a committed run) finds its file where this run put it
+            folder = os.environ.get(EXPERIMENT_DIR_VARIABLE)
+            if folder:
+                self.experiment_file = Path(folder) / self.experiment_file.name
             modified = self.experiment_file.stat().st_mtime_ns
             if modified != self._read_at:
                 import yaml
@@ -308,6 +335,32 @@ def make_checkpoint_and_stop():
     return CheckpointAndStop()
 
 
+def make_curve_writer(path: Path):
+    from ray import tune
+
+    class CurveWriter(tune.Callback):
+        """One row per result in ``curve.csv`` beside the trials: trial, iteration, env steps,
+        time, mean return, episodes in the window, mean distance, evaluation return and distance."""
+
+        def __init__(self, path: Path):
+            self.path = Path(path)
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            import csv
+
+            folder = Path(os.environ.get(EXPERIMENT_DIR_VARIABLE) or self.path)
+            curve = folder / CURVE_FILE
+            new = not curve.is_file()
+            with curve.open("a", newline="") as handle:
+                writer = csv.writer(handle)
+                if new:
+                    writer.writerow(["trial", *CURVE_COLUMNS])
+                values = [result_value(result, key) for key in CURVE_COLUMNS.values()]
+                writer.writerow([trial.trial_id, *("" if v is None else v for v in values)])
+
+    return CurveWriter(path)
+
+
 def make_state_keeper(path: Path):
     from ray import tune
 
@@ -319,7 +372,9 @@ def make_state_keeper(path: Path):
             self.path = Path(path)
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
-            checkpoints.keep_state_copies(self.path)
+            checkpoints.keep_state_copies(
+                Path(os.environ.get(EXPERIMENT_DIR_VARIABLE) or self.path)
+            )
 
     return KeepStateCopies(path)
 
@@ -341,6 +396,7 @@ def run(
     from ray import tune
 
     StopRequest.install()
+    os.environ[EXPERIMENT_DIR_VARIABLE] = str(Path(path).resolve())
     algo_class = get_algorithm_class(experiment.algorithm)
     toolkits.register_env(experiment.toolkit, experiment.env)
     # the config validation built and RLlib checked; a search builds its own, with Tune's spaces
@@ -407,6 +463,7 @@ def run(
                     make_progress_printer(),
                     make_checkpoint_and_stop(),
                     make_state_keeper(path),
+                    make_curve_writer(path),
                     *tracking.callbacks(experiment, path),
                     *callbacks,
                 ],
