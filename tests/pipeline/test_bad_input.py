@@ -366,6 +366,21 @@ def test_resume_of_nothing_says_so(train_bullet, tmp_path, capsys):
     assert "no experiment of config 'sac'" in capsys.readouterr().err
 
 
+def test_resume_without_its_saved_settings_is_refused(train_bullet, tmp_path, capsys):
+    experiment = tmp_path / "lost-settings"
+    experiment.mkdir()
+    (experiment / "experiment_state-2026-01-01_00-00-00.json").write_text("{}")
+    code = train_bullet.main(
+        ["--results-dir", str(tmp_path), "--name", "lost-settings", "--resume"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "experiment.yaml is missing" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in experiment.iterdir()) == [
+        "experiment_state-2026-01-01_00-00-00.json"
+    ]
+
+
 def test_dry_run_prints_config_and_resources_and_starts_nothing(train_bullet, tmp_path, capsys):
     code = train_bullet.main(
         ["--results-dir", str(tmp_path), "--dry-run", "--set", "env_runners.num_env_runners=0"]

@@ -149,6 +149,16 @@ def keep_state_copies(experiment: Path) -> None:
                 partial.unlink(missing_ok=True)
 
 
+def drop_older_states(experiment: Path) -> None:
+    """Remove the state files of the experiment's earlier sessions (each resume starts one):
+    Tune restores from the newest of each kind, and a committed run carries only that one."""
+    for pattern in STATE_FILES:
+        states = sorted(Path(experiment).glob(pattern))  # named by their session's start time
+        for older in states[:-1]:
+            older.unlink()
+            older.with_name(older.name + GOOD).unlink(missing_ok=True)
+
+
 def restore_cut_state(experiment: Path) -> list[str]:
     """Put back the last whole copy of each of Tune's state files that is cut short."""
     said = []

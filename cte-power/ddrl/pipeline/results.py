@@ -102,6 +102,11 @@ def check_can_start(path: Path, experiment, resume: bool) -> None:
             "first trial started). Delete the folder or choose another --name."
         )
     saved_file = path / EXPERIMENT_FILE
+    if not saved_file.is_file():
+        raise UserError(
+            f"cannot resume {path}: its {EXPERIMENT_FILE} is missing, so the settings it ran with "
+            "cannot be checked against these. Put the file back, or start a new --name."
+        )
     if saved_file.is_file():
         import yaml
 

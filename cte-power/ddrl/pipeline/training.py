@@ -418,6 +418,7 @@ def run(
             + checkpoints.trim_cut_result_lines(path)
         ):
             say(line)
+        checkpoints.drop_older_states(path)
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
             saved_file.write_text(

@@ -1,0 +1,42 @@
+"""The walking humanoid's run is committed as a whole Tune experiment (its state, settings, latest
+checkpoints and curve.csv, without its bulky logs): a copy of it, from a fresh clone on any
+machine, resumes where the committed run stopped and goes on with the same learning settings."""
+
+import csv
+import shutil
+
+import pytest
+from helpers import CTE_POWER, TRAIN_BULLET, run_script
+
+pytestmark = pytest.mark.slow
+
+COMMITTED = CTE_POWER / "results" / "case-study" / "walking-humanoid"
+RECIPE = "trainings/pybullet-envs/walking-humanoid-ppo.yaml"
+
+
+def rows(curve):
+    with curve.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_copy_of_the_committed_run_resumes_from_its_checkpoint(tmp_path):
+    if not (COMMITTED / "curve.csv").is_file():
+        pytest.skip("no committed walking run in this checkout")
+    copy = tmp_path / "walking-humanoid"
+    shutil.copytree(COMMITTED, copy)
+    last = rows(copy / "curve.csv")[-1]
+    steps, iteration = int(float(last["env_steps"])), int(last["training_iteration"])
+
+    proc = run_script(
+        TRAIN_BULLET, "--config", RECIPE, "--results-dir", tmp_path, "--name", "walking-humanoid",
+        "--resume", "--set", f"stop.env_steps={steps + 1}", timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resuming" in proc.stdout
+    new = rows(copy / "curve.csv")[-1]
+    # the next iteration after the committed one: restored, not started over
+    assert int(new["training_iteration"]) == iteration + 1, proc.stdout[-3000:]
+    assert steps < int(float(new["env_steps"])) <= steps + 2 * 16_384
+    assert int(new["episodes_in_window"]) >= min(int(last["episodes_in_window"] or 0), 100)
+    # the committed folder itself is untouched
+    assert rows(COMMITTED / "curve.csv")[-1] == last
