@@ -3,6 +3,7 @@ checkpoints and curve.csv, without its bulky logs): a copy of it, from a fresh c
 machine, resumes where the committed run stopped and goes on with the same learning settings."""
 
 import csv
+import os
 import shutil
 
 import pytest
@@ -27,8 +28,9 @@ def test_a_copy_of_the_committed_run_resumes_from_its_checkpoint(tmp_path):
     last = rows(copy / "curve.csv")[-1]
     steps, iteration = int(float(last["env_steps"])), int(last["training_iteration"])
 
+    relative = os.path.relpath(tmp_path, CTE_POWER)  # as a user types it (Tune wants it absolute)
     proc = run_script(
-        TRAIN_BULLET, "--config", RECIPE, "--results-dir", tmp_path, "--name", "walking-humanoid",
+        TRAIN_BULLET, "--config", RECIPE, "--results-dir", relative, "--name", "walking-humanoid",
         "--resume", "--set", f"stop.env_steps={steps + 1}", timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

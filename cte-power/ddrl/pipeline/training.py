@@ -429,7 +429,7 @@ def run(
         if reopened:
             say(f"{reopened} finished trial(s) continue from their latest checkpoint")
         tuner = tune.Tuner.restore(
-            str(path),
+            str(Path(path).resolve()),  # Tune takes a relative path for a URI
             trainable=algo_class,
             param_space=param_space,
             resume_unfinished=True,
