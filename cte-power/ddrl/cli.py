@@ -98,7 +98,7 @@ def pairs(items: list[str], kind, option: str, example: str, names=None) -> dict
 
 def add_overrides(
     parser: argparse.ArgumentParser,
-    help: str = "override a config value, e.g. --set training.lr=1e-4 (repeatable)",
+    help: str = "override a config value, e.g. --set stop.env_steps=200000 (repeatable)",
 ) -> None:
     """The ``--set KEY.PATH=VALUE`` option (``args.overrides``) of every command that reads a config."""
     parser.add_argument(
@@ -378,14 +378,19 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
             writer.close()
             env.close()
     for s in stats:
+        walked = "" if s["distance"] is None else f", {s['distance']:.1f} m forward"
         print(
-            f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, length {s['length']}"
+            f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, "
+            f"length {s['length']}{walked}"
         )
     strip_path = None
     if strip:
         mean_return = sum(s["return"] for s in stats) / len(stats)
+        distance = rendering.mean_distance(stats)
+        walked = "" if distance is None else f", {distance:.1f} m forward"
         strip_path = strip.save(
-            output.with_suffix(".png"), f"{info.algorithm} on {info.env}: return {mean_return:.0f}"
+            output.with_suffix(".png"),
+            f"{info.algorithm} on {info.env}: return {mean_return:.0f}{walked}",
         )
         print(f"frame strip: {strip_path} ({len(strip.stills())} stills)")
     summary = rendering.write_summary(

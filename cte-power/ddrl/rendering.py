@@ -20,6 +20,7 @@ import yaml
 
 from ddrl import compat, paths
 from ddrl.envs import toolkits
+from ddrl.envs.distance import DISTANCE
 from ddrl.errors import UserError
 from ddrl.pipeline import results
 from ddrl.pipeline.results import EXPERIMENT_FILE
@@ -262,10 +263,11 @@ def play(
             observation_space=env.observation_space,
             action_space=env.action_space,
         )
-        total, steps, done = 0.0, 0, False
+        total, steps, done, distance = 0.0, 0, False, None
         while not done and (max_steps is None or steps < max_steps):
             env_action, action, extra = policy.act(episode, explore)
-            obs, reward, terminated, truncated, _ = env.step(env_action)
+            obs, reward, terminated, truncated, info = env.step(env_action)
+            distance = info.get(DISTANCE, distance)
             episode.add_env_step(
                 obs,
                 action,
@@ -283,9 +285,16 @@ def play(
                 "return": total,
                 "length": steps,
                 "terminated": bool(terminated),
+                # metres forward (ddrl.envs.distance); None for an env without a robot body
+                "distance": None if distance is None else float(distance),
             }
         )
     return stats
+
+
+def mean_distance(stats: list[dict]) -> float | None:
+    distances = [s["distance"] for s in stats if s.get("distance") is not None]
+    return float(np.mean(distances)) if distances else None
 
 
 # -------------------------------------------------------------------------------------- output
@@ -402,6 +411,7 @@ def write_summary(
                 "fps": fps,
                 "episodes": stats,
                 "mean_return": float(np.mean([s["return"] for s in stats])),
+                "mean_distance": mean_distance(stats),
             },
             indent=2,
         )

@@ -263,6 +263,14 @@ def test_bad_input_gives_clear_messages(tmp_path, capsys):
     assert "no Tune trials" in capsys.readouterr().err
     assert load_script(PLOT / "plot-results.py").main([str(tmp_path / "x.csv")]) == 2
     assert "lacks the columns" in capsys.readouterr().err
+    (tmp_path / "empty.csv").write_text("")
+    output = tmp_path / "empty.png"
+    code = load_script(PLOT / "plot-results.py").main(
+        [str(tmp_path / "empty.csv"), "--output", str(output)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "it is empty" in err and len(err.strip().splitlines()) == 1
+    assert not output.exists()
     assert load_script(PLOT / "plot-time-breakdown.py").main([str(tmp_path / "missing.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert (

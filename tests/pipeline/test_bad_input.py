@@ -1,6 +1,7 @@
 """Every kind of bad input exits with code 2 and one message that says what is wrong and what to do,
 before Ray starts and without writing anything."""
 
+import re
 import textwrap
 
 import pytest
@@ -364,6 +365,31 @@ def test_resume_of_nothing_says_so(train_bullet, tmp_path, capsys):
     code = train_bullet.main(["--results-dir", str(tmp_path), "--resume"])
     assert code == 2
     assert "no experiment of config 'sac'" in capsys.readouterr().err
+
+
+def test_a_number_too_long_to_read_is_one_line(train_bullet, tmp_path, capsys):
+    code = train_bullet.main(
+        ["--results-dir", str(tmp_path), "--dry-run", "--set", "training.gamma=" + "9" * 100_000]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "training.gamma" in err and "cannot be read" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_setting_from_set_is_blamed_on_set(train_bullet, tmp_path, capsys):
+    code = train_bullet.main(["--results-dir", str(tmp_path), "--set", "training.lr=1e-4"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "'training.lr' (from --set) is not a SAC setting" in err and "sac.yaml" not in err
+
+
+def test_the_help_example_of_set_works_on_the_default_config(train_bullet, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train_bullet.main(["--help"])
+    example = re.search(r"e\.g\. --set (\S+)", " ".join(capsys.readouterr().out.split())).group(1)
+    code = train_bullet.main(["--results-dir", str(tmp_path), "--dry-run", "--set", example])
+    assert code == 0, capsys.readouterr().err
 
 
 def test_resume_without_its_saved_settings_is_refused(train_bullet, tmp_path, capsys):

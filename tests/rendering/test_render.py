@@ -39,6 +39,18 @@ def trained(tmp_path_factory):
     return results
 
 
+def test_the_run_reports_the_distance_walked(trained):
+    from helpers import results_of
+
+    (trial,) = [p for p in (trained / "tiny").iterdir() if p.is_dir()]
+    (result,) = results_of(trial)
+    distance = result["env_runners"]["episode_distance_mean"]
+    assert isinstance(distance, float) and abs(distance) < 5  # an untrained humanoid falls
+    curve = (trained / "tiny" / "curve.csv").read_text().splitlines()
+    assert curve[0].split(",")[:3] == ["trial", "training_iteration", "env_steps"]
+    assert len(curve) == 2 and "mean_distance" in curve[0]
+
+
 @pytest.fixture
 def render():
     module = load_script(RENDER_BULLET)
@@ -79,6 +91,9 @@ def test_renders_latest_checkpoint_to_a_video_that_decodes(
 
     summary = json.loads(video.with_suffix(".json").read_text())
     assert [(round(e["return"], 2), e["length"]) for e in summary["episodes"]] == printed
+    walked = [float(d) for d in re.findall(r"length \d+, (-?[\d.]+) m forward", out)]
+    assert len(walked) == 2, "each episode's distance walked is printed"
+    assert [round(e["distance"], 1) for e in summary["episodes"]] == walked
     assert summary["frames"] == len(frames) and summary["env"] == "HumanoidBulletEnv-v0"
     assert summary["deterministic"] is True and summary["algorithm"] == "PPO"
 

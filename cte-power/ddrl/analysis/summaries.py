@@ -148,7 +148,14 @@ def read_summaries(paths: list[Path], required: tuple[str, ...]) -> pd.DataFrame
             raise UserError(
                 f"{path} does not exist. Make summaries with scripts/plot/summarize-data.py."
             )
-        table = pd.read_csv(path)
+        try:
+            table = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+            reason = "it is empty" if isinstance(err, pd.errors.EmptyDataError) else "it is not CSV"
+            raise UserError(
+                f"{path} cannot be read as a summary ({reason}). Make summaries with "
+                "scripts/plot/summarize-data.py."
+            ) from None
         missing = [c for c in required if c not in table.columns]
         if missing:
             skipped.append((path, missing))

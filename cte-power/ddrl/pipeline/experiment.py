@@ -161,8 +161,8 @@ _StrictLoader.add_constructor(
 MAX_DEPTH = 32
 
 
-class TooDeepError(yaml.YAMLError):
-    pass
+class UnreadableYAMLError(yaml.YAMLError):
+    """YAML that parses but cannot be used: nested too deep, or a number Python will not convert."""
 
 
 def read_yaml(text: str):
@@ -170,10 +170,12 @@ def read_yaml(text: str):
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
     except RecursionError:
         too_deep = True
+    except ValueError as err:  # e.g. an integer of more digits than Python converts (4,300)
+        raise UnreadableYAMLError(f"a value cannot be read ({err})") from None
     else:
         too_deep = nesting_depth(data) > MAX_DEPTH
     if too_deep:
-        raise TooDeepError(
+        raise UnreadableYAMLError(
             f"its values nest more than {MAX_DEPTH} levels deep (settings nest a few levels)"
         )
     return data
@@ -207,7 +209,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         shown = item if len(item) <= 60 else item[:57] + "..."
         try:
             value = read_yaml(text)
-        except (DuplicateKeyError, TooDeepError) as err:
+        except (DuplicateKeyError, UnreadableYAMLError) as err:
             raise UserError(f"--set '{shown}': {err}.") from None
         except yaml.YAMLError:
             raise UserError(
@@ -472,7 +474,7 @@ def read_experiment_file(
         raw = read_yaml(text) or {}
     except DuplicateKeyError as err:
         raise UserError(f"{path}: {err}. Keep one of them.") from None
-    except TooDeepError as err:
+    except UnreadableYAMLError as err:
         raise UserError(f"{path}: {err}. Fix the file and run again.") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)

@@ -42,8 +42,18 @@ FRACTIONAL_RESOURCES = {
 
 
 def load_experiment(path: str | Path, toolkit: str, overrides: list[str] = ()) -> Experiment:
-    """Read ``path``, apply ``key.path=value`` overrides, validate, return the experiment."""
-    return validate(read_experiment_file(path, toolkit, overrides), toolkit, source=str(path))
+    """Read ``path``, apply ``key.path=value`` overrides, validate, return the experiment. A
+    problem that only the overrides bring is said to come from --set, not from the file."""
+    try:
+        return validate(read_experiment_file(path, toolkit, overrides), toolkit, source=str(path))
+    except UserError as err:
+        if not overrides:
+            raise
+        try:
+            validate(read_experiment_file(path, toolkit, ()), toolkit, source=str(path))
+        except UserError:
+            raise err from None  # the file itself is wrong
+        raise UserError(str(err).replace(f" in {path}", " (from --set)")) from None
 
 
 def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
