@@ -462,3 +462,17 @@ def test_an_error_about_a_pybullet_env_is_its_one_line_alone(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and proc.stdout.startswith("toolkit: pybullet-envs"), proc.stdout[:300]
     assert "argv[0]" not in proc.stdout and "pybullet build time" not in proc.stdout
+
+
+@pytest.mark.parametrize("config", ["sac.yaml", "td3.yaml"])
+def test_rllib_network_keys_are_refused_for_our_off_policy_modules(
+    config, train_bullet, tmp_path, capsys
+):
+    code = train_bullet.main(
+        ["--config", f"trainings/pybullet-envs/{config}", "--results-dir", str(tmp_path),
+         "--dry-run", "--set", "rl_module.model_config.fcnet_hiddens=[512, 512]"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "fcnet_hiddens" in err and "training.actor_hiddens" in err
+    assert list(tmp_path.iterdir()) == []

@@ -972,3 +972,20 @@ def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws)
     assert cleanup.delete_created_role(iam, role) == f"deleted the role {account.ROLE_NAME}"
     names = [r["RoleName"] for r in iam.list_roles()["Roles"]]
     assert account.ROLE_NAME not in names and "someone-elses" in names
+
+
+def test_the_image_base_mirror_comes_from_apt_or_the_setting_never_a_built_in_host(
+    tmp_path, monkeypatch
+):
+    from sagemaker_offline import image as offline_image
+
+    monkeypatch.delenv(offline_image.MIRROR_VARIABLE, raising=False)
+    with pytest.raises(UserError, match=offline_image.MIRROR_VARIABLE):
+        offline_image.apt_mirror(tmp_path)
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n"
+    )
+    assert offline_image.apt_mirror(tmp_path) == "http://mirror.example/debian"
+    monkeypatch.setenv(offline_image.MIRROR_VARIABLE, "http://other.example/debian")
+    assert offline_image.apt_mirror(tmp_path) == "http://other.example/debian"

@@ -177,6 +177,13 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
             raise ValueError(
                 f"{name} trains on one learner (num_learners 0 or 1, on CPU or GPU); got num_learners > 1."
             )
+        ignored = sorted(k for k in self._model_config if k in RLLIB_NETWORK_KEYS)
+        if ignored:
+            raise ValueError(
+                f"rl_module.model_config {', '.join(ignored)}: {name}'s networks are set by "
+                "training.actor_hiddens, training.critic_hiddens and training.hidden_activation "
+                "(e.g. --set 'training.actor_hiddens=[512, 512]'); use those instead."
+            )
         if self.updates_per_env_step <= 0:
             raise ValueError(
                 f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}."
@@ -213,6 +220,14 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
             "critic_hiddens": list(self.critic_hiddens),
             "hidden_activation": self.hidden_activation,
         }
+
+
+#: RLlib's default-model keys, which our SAC/TD3/DDPG modules never read (refused, not ignored)
+RLLIB_NETWORK_KEYS = (
+    "fcnet_hiddens", "fcnet_activation", "fcnet_kernel_initializer", "fcnet_bias_initializer",
+    "head_fcnet_hiddens", "head_fcnet_activation", "vf_share_layers", "free_log_std",
+    "use_lstm", "use_attention", "conv_filters",
+)  # fmt: skip
 
 
 class LeanOffPolicy:

@@ -41,7 +41,9 @@ IMAGE_TAG = "ddrl-rl-ray-pybullet:local"
 #: what the base adds to debootstrap's minimal Debian: what python:3.11-slim has, and the image's
 #: own system packages (so that the build needs no apt mirror)
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libosmesa6", "procps")
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
+#: The setting that names the Debian mirror debootstrap fetches the base from, where the
+#: machine's apt sources name none.
+MIRROR_VARIABLE = "DDRL_DEBIAN_MIRROR"
 WHEELHOUSE_PORT = 47601
 
 
@@ -63,18 +65,25 @@ def image_exists(tag: str) -> bool:
     return docker("image", "inspect", tag, check=False, capture_output=True).returncode == 0
 
 
-def apt_mirror() -> str:
-    """This machine's Debian mirror (from its apt sources), else deb.debian.org."""
-    for source in sorted(Path("/etc/apt").glob("sources.list.d/*.sources")):
+def apt_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror for debootstrap: ``DDRL_DEBIAN_MIRROR``, else the one this machine's
+    apt sources name; neither is one line saying so (no mirror host is assumed)."""
+    named = os.environ.get(MIRROR_VARIABLE, "").strip()
+    if named:
+        return named
+    for source in sorted(apt_dir.glob("sources.list.d/*.sources")):
         found = re.search(r"^URIs:\s*(\S+/debian)\s*$", source.read_text(), re.M)
         if found:
             return found.group(1)
-    listing = Path("/etc/apt/sources.list")
+    listing = apt_dir / "sources.list"
     if listing.is_file():
         found = re.search(r"^deb\s+(\S+/debian)\s+bookworm", listing.read_text(), re.M)
         if found:
             return found.group(1)
-    return DEFAULT_MIRROR
+    raise UserError(
+        f"no Debian mirror to make the image's base from: this machine's apt sources ({apt_dir}) "
+        f"name none; set {MIRROR_VARIABLE} to a Debian mirror's URL (ending in /debian)."
+    )
 
 
 def ensure_base(tag: str = BASE_TAG, progress=print) -> str:
