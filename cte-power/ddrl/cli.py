@@ -175,12 +175,13 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     ``env_config``: values from a script's own options (train-unity.py's --env-file...); each is
     applied as ``--set environment.env_config.KEY=VALUE`` before the user's ``--set`` values.
     """
-    from ddrl.pipeline import ray_runtime, training, validation
+    from ddrl.pipeline import ray_runtime, tracking, training, validation
 
     experiment = validation.load_experiment(
         paths.resolve_config_path(args.config), toolkit, _overrides(args, env_config)
     )
     experiment = validation.prepare(experiment, launch=not args.dry_run)
+    tracking.check_reachable(experiment)
     results_dir = _results_dir(toolkit, args)
     resume = args.resume or (args.resume_if_exists and _has_state(results_dir / args.name))
     path = _experiment_path(results_dir, experiment, args, resume)

@@ -476,3 +476,34 @@ def test_rllib_network_keys_are_refused_for_our_off_policy_modules(
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "fcnet_hiddens" in err and "training.actor_hiddens" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_mlflow_server_that_does_not_answer_is_refused_before_ray(
+    train_bullet, tmp_path, capsys
+):
+    import socket
+    import time
+
+    from helpers import CTE_POWER, free_port
+
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    code = train_bullet.main(
+        ["--results-dir", str(tmp_path), "--name", "tracked", "--track", "mlflow",
+         "--set", f"tracking.mlflow.tracking_uri=http://127.0.0.1:{port}"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"http://127.0.0.1:{port} does not answer" in err
+    assert time.monotonic() - started < 30 and list(tmp_path.iterdir()) == []
+
+    from ddrl.pipeline import tracking, validation
+
+    with socket.socket() as server:  # a server that listens: the probe lets the run go on
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        experiment = validation.load_experiment(
+            CTE_POWER / "trainings/pybullet-envs/sac.yaml", "pybullet-envs",
+            ["tracking.mlflow={tracking_uri: 'http://127.0.0.1:%d'}" % server.getsockname()[1]],
+        )  # fmt: skip
+        tracking.check_reachable(experiment)

@@ -58,6 +58,36 @@ def tracked_params(experiment: dict, trial_config: dict) -> dict[str, str]:
     return {name: str(value) for name, value in params.items()}
 
 
+#: How long the tracking server may take to accept a connection before the run is refused.
+PROBE_TIMEOUT_S = 3.0
+
+
+def check_reachable(experiment, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Refuse, before Ray starts, an MLflow ``tracking_uri`` on a server that does not answer:
+    MLflow would retry for minutes inside every trial while the run looked alive."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from ddrl.errors import UserError
+
+    uri = ((experiment.tracking or {}).get("mlflow") or {}).get("tracking_uri")
+    if not uri:
+        return
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https"):
+        return  # a local store (file:, sqlite:): nothing to reach
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
+            pass
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        raise UserError(
+            f"tracking.mlflow.tracking_uri {uri} does not answer ({reason}, {timeout:g} s); start "
+            "the MLflow server, fix the URI, or drop it for a local store in the experiment's folder."
+        ) from None
+
+
 def callbacks(experiment, path: Path) -> list:
     """The Tune callbacks of the experiment's ``tracking`` group."""
     settings = experiment.tracking or {}
