@@ -29,6 +29,7 @@ PLOTS = {
     "search": "plot/plot-search.py",
     "cost": "plot/cost-analysis.py",
     "case-study": "plot/plot-case-study.py",
+    "walking": "plot/plot-walking.py",
 }
 BENCHES = {
     "learning": "bench/learning-benchmark.py",
