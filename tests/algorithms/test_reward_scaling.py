@@ -84,7 +84,21 @@ def test_the_scaled_rewards_are_vec_normalizes_bit_for_bit(cuts):
     assert np.abs(expected).max() <= 10.0 and not np.allclose(expected, REWARDS)
 
 
-def test_scaling_state_goes_through_a_checkpoint_and_returns_stay_unscaled(tmp_path):
+@pytest.fixture
+def local_ray():
+    import tempfile
+
+    import ray
+
+    with tempfile.TemporaryDirectory(prefix="ray-", dir="/tmp") as temp:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def test_scaling_state_goes_through_a_checkpoint_and_returns_stay_unscaled(local_ray, tmp_path):
     from ray.rllib.algorithms.algorithm import Algorithm
 
     from ddrl.algorithms.ppo import PPOConfig

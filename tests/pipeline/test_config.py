@@ -58,13 +58,13 @@ def test_overrides_are_read_as_yaml_and_reach_rllib():
         [
             "training.actor_lr=1e-4",
             "stop.env_steps=5000",
-            "rl_module.model_config.fcnet_hiddens=[64, 64]",
+            "training.actor_hiddens=[64, 64]",
         ],
     )
     assert experiment.stop["env_steps"] == 5000
     algo_config = rllib_config.build_algorithm_config(experiment)
     assert algo_config.actor_lr == pytest.approx(1e-4)  # YAML reads 1e-4 as text; we convert
-    assert algo_config.model_config["fcnet_hiddens"] == [64, 64]
+    assert algo_config.model_config["actor_hiddens"] == [64, 64]
 
 
 def test_stop_aliases_from_the_thesis_are_normalised():
@@ -179,9 +179,10 @@ def test_a_training_run_enters_each_pipeline_step_once_in_order(tmp_path, capsys
     finally:
         sys.setprofile(None)
     assert "# results would go to:" in capsys.readouterr().out
-    assert entered[:4] == [
+    assert entered[:5] == [
         "ddrl.paths",  # the config file found
         "ddrl.pipeline.validation",  # the experiment validated, then the toolkit's check
+        "ddrl.pipeline.tracking",  # a tracking server named: it must answer
         "ddrl.pipeline.results",
         "ddrl.pipeline.resources",
     ], entered
