@@ -354,7 +354,12 @@ def run_render(toolkit: str, args: argparse.Namespace) -> int:
         f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True
     )
 
-    policy = rendering.Policy(info.checkpoint)
+    policy = rendering.load_policy(info)
+    if args.stochastic and not isinstance(policy, rendering.Policy):
+        raise UserError(
+            f"--stochastic: {info.checkpoint} is a shipped agent, which keeps only its "
+            "deterministic policy; drop --stochastic."
+        )
     env = rendering.make_render_env(toolkit, info.env, info.env_config, args.width, args.height)
     from tqdm import tqdm
 

@@ -203,6 +203,18 @@ def mean_std_filter_function(piece):
         return piece._filters[None], piece._update_stats
 
 
+def checkpoint_iteration(checkpoint) -> int:
+    """The training iteration an RLlib algorithm checkpoint was saved at (its
+    ``algorithm_state.pkl``, a pickle of this run's own Ray)."""
+    import pickle
+    from pathlib import Path
+
+    with _private("ray", "Algorithm checkpoint's algorithm_state.pkl (training_iteration)"):
+        with (Path(checkpoint) / "algorithm_state.pkl").open("rb") as handle:
+            state = pickle.load(handle)  # noqa: S301 (our own run's checkpoint)
+        return int(state["training_iteration"])
+
+
 def local_learner(algo):
     """The learner of an algorithm built with ``num_learners=0`` (it lives in this process);
     None where its learners are remote actors."""

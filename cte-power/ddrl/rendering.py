@@ -81,9 +81,16 @@ def _best_trial(experiment: Path) -> tuple[Path, float]:
 
 def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = False) -> RunInfo:
     """Resolve a checkpoint, trial or experiment folder (or nothing: the latest experiment)."""
+    from ddrl import trained_agents
+
     if path is None:
         experiment = results.latest_experiment(results_dir)
         if experiment is None:
+            agents = trained_agents.shipped(toolkit)
+            if agents:  # nothing trained yet: the agent the repository ships
+                return _agent_info(
+                    agents[0], f"no experiment under {results_dir} yet: the shipped agent"
+                )
             raise UserError(
                 f"no trained experiments under {results_dir}. Train one first, e.g. "
                 f"python scripts/train/{paths.train_script(toolkit)}, or pass --checkpoint PATH."
@@ -94,6 +101,8 @@ def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = Fals
         if not path.exists():
             raise UserError(f"--checkpoint {path} does not exist.")
         why = "as given"
+    if trained_agents.is_agent(path):
+        return _agent_info(path, f"{why}, a shipped agent")
     if _is_checkpoint(path):
         checkpoint, trial = path, path.parent
     elif _checkpoints(path):
@@ -119,6 +128,20 @@ def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = Fals
             f"or an experiment folder (no {EXPERIMENT_FILE} or trial folders). Point --checkpoint at one of these."
         )
     return _run_info(checkpoint, trial, why)
+
+
+def _agent_info(folder: Path, why: str) -> RunInfo:
+    spec = json.loads((folder / "agent.json").read_text())
+    return RunInfo(folder, folder, spec["toolkit"], spec["env"], spec["algorithm"], {}, why)
+
+
+def load_policy(info: RunInfo):
+    """The policy to play: a shipped agent's, or a checkpoint's (``Policy``)."""
+    from ddrl import trained_agents
+
+    if trained_agents.is_agent(info.checkpoint):
+        return trained_agents.ShippedAgent(info.checkpoint)
+    return Policy(info.checkpoint)
 
 
 def _run_info(checkpoint: Path, trial: Path, why: str) -> RunInfo:
@@ -179,6 +202,7 @@ class Policy:
 
         from ddrl.envs import observation_filter
 
+        checkpoint = Path(checkpoint).resolve()  # RLlib reads a relative path as a URI
         try:
             self.module = RLModule.from_checkpoint(
                 checkpoint

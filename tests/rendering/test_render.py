@@ -51,6 +51,36 @@ def test_the_run_reports_the_distance_walked(trained):
     assert len(curve) == 2 and "mean_distance" in curve[0]
 
 
+def test_an_exported_agent_acts_as_its_checkpoint_and_renders_without_rllib(
+    trained, render, tmp_path, capsys, monkeypatch
+):
+    from ddrl import trained_agents
+    from ddrl.envs import toolkits
+
+    (trial,) = [p for p in (trained / "tiny").iterdir() if p.is_dir()]
+    checkpoint = sorted(trial.glob("checkpoint_*"))[-1]
+    env = toolkits.make_env("pybullet-envs", "HumanoidBulletEnv-v0")
+    about = {"env": "HumanoidBulletEnv-v0", "toolkit": "pybullet-envs", "algorithm": "PPO"}
+    # export checks the agent against the checkpoint's own policy on 200 real steps
+    agent_dir = trained_agents.export(checkpoint, tmp_path / "agents" / "tiny-ppo", about, env)
+    env.close()
+    assert sorted(p.name for p in agent_dir.iterdir()) == ["agent.json", "policy.npz"]
+    agent = trained_agents.ShippedAgent(agent_dir)
+    action = agent.action(np.zeros(44, np.float32))
+    assert action.shape == (17,) and np.all(np.abs(action) <= 1)
+
+    # nothing trained yet: render plays the shipped agent of its toolkit
+    monkeypatch.setattr(trained_agents, "AGENTS_DIR", tmp_path / "agents")
+    video = tmp_path / "shipped.gif"
+    empty = tmp_path / "no-results"
+    code = render(["--results-dir", str(empty), "--output", str(video), *SMALL])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "the shipped agent" in out and len(episodes_printed(out)) == 1
+    code = render(["--results-dir", str(empty), "--output", str(video), "--stochastic", *SMALL])
+    assert code == 2 and "shipped agent" in capsys.readouterr().err
+
+
 @pytest.fixture
 def render():
     module = load_script(RENDER_BULLET)
@@ -210,7 +240,10 @@ def expect_error(render, capsys, argv, *words):
         assert word in err, f"{word!r} not in {err}"
 
 
-def test_error_no_results_says_how_to_train(render, tmp_path, capsys):
+def test_error_no_results_says_how_to_train(render, tmp_path, capsys, monkeypatch):
+    from ddrl import trained_agents
+
+    monkeypatch.setattr(trained_agents, "AGENTS_DIR", tmp_path / "no-agents")  # none shipped
     expect_error(
         render,
         capsys,
