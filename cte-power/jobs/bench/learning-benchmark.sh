@@ -3,7 +3,7 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=1
-#SBATCH --time=48:00:00
+#SBATCH --time=24:00:00
 #SBATCH --array=0-59
 #SBATCH --output=slurm-%x-%A_%a.out         # in the submit dir: a pointer to jobs/out/ (see jobs/env.sh)
 # The learning benchmark (ours vs Stable-Baselines3) at the thesis's budgets: one array task per

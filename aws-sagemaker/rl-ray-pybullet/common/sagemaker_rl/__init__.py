@@ -8,8 +8,10 @@
 - ``callbacks``: #metrics lines and videos at checkpoints; ``metrics``: the regexes for them;
 - ``artifacts``: the model artifact (policy + experiment config); ``video``: record a policy;
 - ``evaluate``: the evaluation job; ``serve``: an inference server for a SageMaker endpoint;
-- ``pipeline``: the notebook's helpers (source staging, image, costs, metrics plot, videos).
+- ``init``: the container's PID 1, which hands SageMaker's stop signal to training
+  (``bash_env.sh`` makes the job's first bash exec it).
 
-The offline stand-ins (local mode, the contract writer, the moto server) are not here but in
-``sagemaker_offline`` (``../offline``), which the image leaves out.
+The notebook's helpers (account, image, jobs, costs, monitoring, clean-up) are in
+``sagemaker_notebook`` (``../notebook``); the offline stand-ins (local mode, the contract writer,
+the moto server) in ``sagemaker_offline`` (``../offline``). The image leaves both out.
 """
