@@ -175,18 +175,16 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     ``env_config``: values from a script's own options (train-unity.py's --env-file...); each is
     applied as ``--set environment.env_config.KEY=VALUE`` before the user's ``--set`` values.
     """
-    from ddrl.pipeline import ray_runtime, tracking, training, validation
+    from ddrl.pipeline import launch, validation
 
     experiment = validation.load_experiment(
         paths.resolve_config_path(args.config), toolkit, _overrides(args, env_config)
     )
     experiment = validation.prepare(experiment, launch=not args.dry_run)
-    tracking.check_reachable(experiment)
     results_dir = _results_dir(toolkit, args)
     resume = args.resume or (args.resume_if_exists and _has_state(results_dir / args.name))
     path = _experiment_path(results_dir, experiment, args, resume)
-    results.check_can_start(path, experiment, resume)
-    needed = resources.required_per_trial(experiment)
+    needed = launch.check(experiment, path, resume)
     granted = resources.granted_here()  # None: the Ray cluster at RAY_ADDRESS, checked once joined
     if granted:
         resources.check_fits(needed, granted)
@@ -201,10 +199,7 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         raise UserError(
             f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
         ) from None
-    training.StopRequest.install()  # a stop while Ray starts ends the run at its first checkpoint
-    with ray_runtime.ray_session(granted, needed) as started:
-        print(started, flush=True)
-        return training.run(experiment, path, resume=resume)
+    return launch.train(experiment, path, resume=resume, granted=granted)
 
 
 def _dry_run_report(experiment, needed, granted, path: Path) -> str:

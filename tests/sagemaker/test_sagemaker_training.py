@@ -384,3 +384,49 @@ def test_the_learner_group_is_the_gpu_group_unless_named(tmp_path):
     homogeneous = write_contract(tmp_path / "h", {}, hosts=["algo-1", "algo-2"])
     assert [g.name for g in homogeneous.instance_groups] == ["homogeneousCluster"]
     assert homogeneous.learner_group().hosts[0] == "algo-1"
+
+
+def test_a_two_host_job_with_auto_env_runners_resumes_from_its_checkpoints(tmp_path):
+    """env_runners.num_env_runners=auto is counted once both hosts have joined; a restarted job
+    (a spot interruption, CONTINUE_FROM) compares it with the saved run then, not before (where
+    it is still unknown), and resumes."""
+
+    def job(iterations: int) -> dict:
+        hyperparameters = {
+            **TINY["ppo"],
+            **TINY_VIDEO,
+            "env_runners__num_env_runners": "auto",
+            "stop__iterations": iterations,
+            "checkpoint__every": 1,
+            "video_every": 0,
+            "ray_num_cpus": 1,
+            "join_timeout_s": 120,
+        }
+        extra = {
+            "DDRL_SM_HOST_IPS": "algo-1=127.0.0.2,algo-2=127.0.0.3",
+            "DDRL_SM_RAY_PORT": str(free_port()),
+            "DDRL_SM_RAY_AGENT_PORT": str(free_port()),
+            "DDRL_RAY_AUTH_TOKEN": "t" * 64,
+            "RAY_TMPDIR": f"/tmp/ddrl-sm-{os.getpid()}",
+        }
+        hosts = {}
+        for host in ("algo-1", "algo-2"):
+            contract = stage_job(
+                tmp_path / host / "opt-ml", "train-humanoid-ppo.py", hyperparameters,
+                hosts=["algo-1", "algo-2"], current_host=host,
+            )  # fmt: skip
+            env = {**container_env(contract, num_cpus=1), **extra, "TRAINING_JOB_NAME": "auto"}
+            hosts[host] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
+        finished = run_hosts(hosts)
+        for host, (returncode, output) in finished.items():
+            assert returncode == 0, f"{host}:\n{output[-4000:]}"
+        return {host: output for host, (_, output) in finished.items()}
+
+    first = job(1)["algo-1"]
+    assert "env_runners.num_env_runners=auto: 1 " in first, first[-3000:]
+    second = job(2)["algo-1"]  # the same checkpoints folder, as a restarted job gets it back
+    assert "resuming experiment" in second and "cannot resume" not in second, second[-3000:]
+    experiment = tmp_path / "algo-1" / "opt-ml" / "checkpoints" / "humanoid-ppo"
+    (trial,) = [p for p in experiment.iterdir() if p.is_dir() and p.name.startswith("PPO")]
+    lines = (trial / "result.json").read_text().splitlines()
+    assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]

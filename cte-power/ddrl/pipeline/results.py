@@ -79,31 +79,39 @@ def best_return(trial: Path, key: str = MEAN_RETURN) -> float | None:
 
 
 # ------------------------------------------------------------------- the experiment's folder
+class CannotStartHere(UserError):
+    """The experiment's folder forbids this start or resume (it exists, is missing, differs)."""
+
+
 def experiment_dir(results_dir: Path, name: str) -> Path:
     return Path(results_dir) / name
 
 
-def check_can_start(path: Path, experiment, resume: bool) -> None:
-    """Refuse to overwrite an experiment, or to resume one that does not exist or differs."""
+def check_can_start(
+    path: Path, experiment, resume: bool, resolved_later: tuple[str, ...] = ()
+) -> None:
+    """Refuse to overwrite an experiment, or to resume one that does not exist or differs.
+    ``resolved_later``: dotted settings not known yet (``env_runners.num_env_runners=auto``,
+    counted once a cluster is up), taken from the saved experiment for this comparison."""
     if not resume:
         if path.exists():
-            raise UserError(
+            raise CannotStartHere(
                 f"results directory {path} already exists. Add --resume to continue that "
                 "experiment, or choose another --name to start a new one."
             )
         return
     if not path.is_dir():
-        raise UserError(
+        raise CannotStartHere(
             f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it."
         )
     if not list(path.glob("experiment_state-*.json")):
-        raise UserError(
+        raise CannotStartHere(
             f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
             "first trial started). Delete the folder or choose another --name."
         )
     saved_file = path / EXPERIMENT_FILE
     if not saved_file.is_file():
-        raise UserError(
+        raise CannotStartHere(
             f"cannot resume {path}: its {EXPERIMENT_FILE} is missing, so the settings it ran with "
             "cannot be checked against these. Put the file back, or start a new --name."
         )
@@ -112,13 +120,17 @@ def check_can_start(path: Path, experiment, resume: bool) -> None:
 
         saved = yaml.safe_load(saved_file.read_text())
         current = experiment.to_dict()
+        for dotted in resolved_later:
+            group, key = dotted.split(".", 1)
+            if key in (saved.get(group) or {}):
+                current[group] = {**(current.get(group) or {}), key: saved[group][key]}
         changed = sorted(
             k
             for k in set(saved) | set(current)
             if k not in ("source", "name") and saved.get(k) != current.get(k)
         )
         if set(changed) - RESUMABLE_CHANGES:
-            raise UserError(
+            raise CannotStartHere(
                 f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
                 f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
                 f"--set values (saved in {saved_file}), or start a new --name."

@@ -80,6 +80,8 @@ def register_for_stop_signal() -> None:
 
 
 GPU_LEARNER = "learners.num_gpus_per_learner"
+#: the setting ``auto`` leaves open until a multi-host cluster is up
+AUTO_RUNNERS = ("env_runners.num_env_runners",)
 
 
 class Launcher:
@@ -216,7 +218,7 @@ class Launcher:
         }
 
     def run_driver(self, experiment) -> int:
-        from ddrl.pipeline import ray_runtime, resources, results, training
+        from ddrl.pipeline import launch, ray_runtime, resources, training
         from sagemaker_rl import artifacts, callbacks
 
         path = self.contract.checkpoints_dir / self.name
@@ -226,14 +228,9 @@ class Launcher:
                 f"{path} holds no Tune state (a run stopped before its first trial started): starting afresh"
             )
             shutil.rmtree(path)
-        try:
-            results.check_can_start(path, experiment, resume)
-        except UserError as err:
-            raise UserError(
-                f"{err} On SageMaker: the job's checkpoint S3 URI already holds experiment "
-                f"'{self.name}' with other settings; give the job a new checkpoint S3 URI, or the "
-                "same hyperparameters to resume it."
-            ) from None
+        # auto env runners on several hosts are counted once they have joined: compared then
+        later = AUTO_RUNNERS if self.auto_runners and self.multi_node else ()
+        self._check(launch, experiment, path, resume, later)
         callbacks.configure(self._video_settings())
         node = None
         status = "failed"
@@ -243,35 +240,32 @@ class Launcher:
                 node, cluster_cpus = self._start_head()
                 if self.auto_runners:
                     experiment = self.with_auto_runners(experiment, cluster_cpus)
-                resources.check_fits(
-                    resources.required_per_trial(experiment), resources.ray_cluster()
-                )
+                    self._check(launch, experiment, path, resume)
+                granted = None  # the cluster this head joined
             else:
-                needed = resources.required_per_trial(experiment)
                 os.environ.pop("RAY_ADDRESS", None)
                 granted = resources.Resources(
                     self.cpus,
                     self.gpus,
                     f"this {self.contract.instance_type} instance ({self.cpus} CPU(s), {self.gpus} GPU(s))",
                 )
-                resources.check_fits(needed, granted)
-                say(ray_runtime.start_ray(granted))
             say(
                 ("resuming " if resume else "starting ")
                 + f"experiment {path} ({experiment.algorithm} on {experiment.env})"
             )
-            # spot interruption, max runtime: checkpoint every trial, then stop
-            training.StopRequest.install(signal.SIGTERM)
-            code = training.run(
+            code = launch.train(
                 experiment,
                 path,
                 resume=resume,
+                granted=granted,
                 callbacks=[
                     callbacks.MetricsPrinter(),
                     callbacks.ExportModel(self.contract.model_dir, self._model_extra()),
                     callbacks.CheckpointVideos(),
                     callbacks.TensorBoardFiles(path, self.contract.tensorboard_dir),
                 ],
+                # spot interruption, max runtime: checkpoint every trial, then stop
+                stop_signals=(signal.SIGTERM,),
             )
             # the same code after trials failed with a lost host: resumable, but not done
             stopped = code == training.EXIT_CHECKPOINTED and training.StopRequest.requested
@@ -308,6 +302,18 @@ class Launcher:
                 f"training failed (exit code {code}); see the trial's error.txt in the checkpoints"
             )
         return code
+
+    def _check(self, launch, experiment, path: Path, resume: bool, later: tuple = ()) -> None:
+        from ddrl.pipeline.results import CannotStartHere
+
+        try:
+            launch.check(experiment, path, resume, resolved_later=later)
+        except CannotStartHere as err:
+            raise UserError(
+                f"{err} On SageMaker: the job's checkpoint S3 URI already holds experiment "
+                f"'{self.name}' with other settings; give the job a new checkpoint S3 URI, or the "
+                "same hyperparameters to resume it."
+            ) from None
 
     def _video_settings(self):
         from sagemaker_rl.callbacks import VideoSettings
