@@ -109,3 +109,15 @@ def expected_action(model_dir, observation: list[float]) -> list[float]:
     )
     action, _, _ = policy.act(episode, explore=False)
     return np.asarray(action, dtype=float).tolist()
+
+
+def test_the_image_asks_the_nvidia_runtime_for_the_instances_gpus(docker_image):
+    env = json.loads(
+        subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{json .Config.Env}}", docker_image],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    assert (
+        "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in env
+    )

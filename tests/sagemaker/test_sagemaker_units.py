@@ -407,12 +407,19 @@ def test_a_gpu_instance_whose_gpus_torch_cannot_use_warns_and_trains_on_cpu():
     # no SM_NUM_GPUS, but a GPU instance type: still a warning
     assert num_gpus({"SM_CURRENT_INSTANCE_TYPE": "ml.p3.2xlarge"}, warnings.append) == 0
     assert len(warnings) == 2
+    # SM_NUM_GPUS=0 on a GPU instance type: the container got no GPU (no NVIDIA runtime
+    # variables), which is said, not trusted
+    assert (
+        num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.g5.xlarge"}, warnings.append)
+        == 0
+    )
+    assert len(warnings) == 3 and "ml.g5.xlarge" in warnings[2]
     # a CPU instance: no warning
     assert (
         num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.c5.4xlarge"}, warnings.append)
         == 0
     )
-    assert len(warnings) == 2
+    assert len(warnings) == 3
 
 
 @pytest.mark.parametrize(

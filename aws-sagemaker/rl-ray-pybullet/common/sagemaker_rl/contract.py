@@ -250,11 +250,13 @@ def num_gpus(environ: dict | None = None, warn=None) -> int:
     except ImportError:
         visible = 0
     instance = env.get("SM_CURRENT_INSTANCE_TYPE", "")
-    expected = declared if declared is not None else (1 if instance.startswith(GPU_FAMILIES) else 0)
+    # SM_NUM_GPUS comes from nvidia-smi in the container: 0 on a GPU instance type means the
+    # container got no GPU, not that the instance has none
+    expected = max(declared or 0, 1 if instance.startswith(GPU_FAMILIES) else 0)
     if visible < expected:
         (warn or (lambda line: print(line, flush=True)))(
             f"warning: this instance ({instance or 'unknown type'}) has "
-            f"{declared if declared is not None else 'some'} GPU(s) but torch can use {visible}: "
+            f"{declared if declared else 'some'} GPU(s) but torch can use {visible}: "
             "the image's torch is a CPU-only wheel or the container has no NVIDIA runtime; training "
             "runs on CPU. Build the image without TORCH_INDEX_URL (the CUDA wheel) for GPU instances.",
         )
