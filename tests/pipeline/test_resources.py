@@ -51,3 +51,27 @@ def test_check_fits():
         resources.check_fits(resources.Resources(3, 0), resources.Resources(2, 0, "here"))
     with pytest.raises(UserError, match="gres=gpu"):
         resources.check_fits(resources.Resources(1, 1), resources.Resources(8, 0, "here"))
+
+
+def test_a_stop_request_on_sigterm_survives_ray_start(monkeypatch, tmp_path):
+    """ray.init replaces the SIGTERM handler with an immediate exit; a run that asked for a
+    checkpoint-and-stop on SIGTERM (SageMaker) keeps asking once Ray is up."""
+    import signal
+
+    import ray
+
+    from ddrl.pipeline import ray_runtime
+    from ddrl.pipeline.resources import Resources
+    from ddrl.pipeline.training import StopRequest
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", f"/tmp/ray-t{tmp_path.name[-6:]}")
+    previous = signal.getsignal(signal.SIGTERM)
+    StopRequest.install(signal.SIGTERM)
+    try:
+        ray_runtime.start_ray(Resources(1, 0, "test"))
+        assert signal.getsignal(signal.SIGTERM) == StopRequest.handle
+    finally:
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, previous)
+        StopRequest.requested = False

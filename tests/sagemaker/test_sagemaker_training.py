@@ -68,6 +68,8 @@ def check_artifacts(contract, algorithm: str, last_iteration: int) -> None:
     assert videos[-1].stat().st_size > 1000 and not list(contract.videos_dir.glob(".*"))
     summary = json.loads(videos[-1].with_suffix(".json").read_text())
     assert summary["frames"] >= 2 and summary["algorithm"] == algorithm
+    # also where SageMaker uploads at the job's end (it does not upload checkpoints then)
+    assert (contract.output_data_dir / "videos" / videos[-1].name).stat().st_size > 1000
     assert (contract.output_data_dir / experiment.name / trial.name / "result.json").is_file()
     assert not contract.failure_file.exists()
 

@@ -25,6 +25,27 @@ def start_ray(resources: Resources | None = None) -> str:
 
     Returns a line saying which, for the log.
     """
+    with _handlers_kept():
+        return _start_ray(resources)
+
+
+@contextlib.contextmanager
+def _handlers_kept():
+    """Put back the SIGTERM handler this process had (a stop request's) after ``ray.init``,
+    which replaces it with an immediate exit: a SageMaker stop while a multi-host head waits
+    for its hosts (minutes) would otherwise end the job without a checkpoint or a model."""
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if callable(before) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, before)
+
+
+def _start_ray(resources: Resources | None) -> str:
     import ray
 
     runtime_env = {"worker_process_setup_hook": "ddrl.pipeline.rllib_config.quiet_rllib_notices"}

@@ -210,10 +210,17 @@ def _poll() -> None:
             _start(job)
 
 
-def finish() -> list[Path]:
-    """After training: wait for the running recording, then record the last checkpoint if not yet."""
+def finish(stopping: bool = False) -> list[Path]:
+    """After training: wait for the running recording, then record the last checkpoint if not yet.
+    ``stopping`` (SageMaker's stop, 120 s before the kill): keep what is recorded, stop a
+    recording still running and record nothing more."""
     if _STATE.videos is None:
         return []
+    if stopping:
+        if _STATE.running is not None and _STATE.running.poll() is None:
+            _STATE.running.kill()
+        _reap(wait=True)
+        return list(_STATE.rendered)
     _reap(wait=True)
     job = _STATE.pending
     if job is not None and _video_path(_STATE.videos, job) not in _STATE.rendered:

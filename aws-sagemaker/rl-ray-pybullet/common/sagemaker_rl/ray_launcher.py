@@ -275,12 +275,12 @@ class Launcher:
                 self._stop_head(node, status)
             else:
                 ray_runtime.stop_ray()
-        videos = callbacks.finish()
         if stopped:
             say(
                 "stopped on SIGTERM after checkpointing; a restarted job resumes from /opt/ml/checkpoints"
             )
             code = 0
+        # the model and the summaries first: a stopped job has 120 s before the kill
         try:
             exported = artifacts.export_model(path, self.contract.model_dir, self._model_extra())
             say(
@@ -291,7 +291,13 @@ class Launcher:
             if code == 0:
                 raise
         artifacts.copy_summaries(path, self.contract.output_data_dir)
-        say(f"videos: {len(videos)} in {self.contract.videos_dir}")
+        videos = callbacks.finish(stopping=stopped)
+        # /opt/ml/checkpoints is not uploaded when a job ends; /opt/ml/output/data is
+        kept = self.contract.output_data_dir / "videos"
+        for video in videos:
+            kept.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(video, kept / video.name)
+        say(f"videos: {len(videos)} in {self.contract.videos_dir} (copied to {kept})")
         if code == training.EXIT_CHECKPOINTED:
             self.contract.write_failure(
                 "a host of the job was lost during training; its trials' checkpoints are in the "
