@@ -996,3 +996,23 @@ def test_the_image_base_mirror_comes_from_apt_or_the_setting_never_a_built_in_ho
     assert offline_image.apt_mirror(tmp_path) == "http://mirror.example/debian"
     monkeypatch.setenv(offline_image.MIRROR_VARIABLE, "http://other.example/debian")
     assert offline_image.apt_mirror(tmp_path) == "http://other.example/debian"
+
+
+def test_an_image_tag_never_pushed_is_refused_before_any_instance_starts(
+    offline_aws, monkeypatch, tmp_path
+):
+    ecr = offline_aws.client("ecr")
+    uri = image.ensure_repository(ecr, "ddrl-pushed-test")
+    with pytest.raises(UserError, match="not in ECR.*BUILD_IMAGE = True"):
+        image.check_pushed(ecr, f"{uri}:0123456789ab")
+    manifest = json.dumps(
+        {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"}
+    )
+    ecr.put_image(
+        repositoryName="ddrl-pushed-test", imageManifest=manifest, imageTag="0123456789ab"
+    )
+    image.check_pushed(ecr, f"{uri}:0123456789ab")
+    # building needs Docker: without it, one line saying what to do instead
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UserError, match="needs Docker"):
+        image.build_and_push(ecr, f"{uri}:0123456789ab", gpu=False)

@@ -5,8 +5,10 @@ offline moto server of ``MODE = "local"`` (``sagemaker_offline``)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
+from ddrl.errors import UserError
 from sagemaker_notebook.parameters import PIPELINE_DIR, REPO_DIR
 
 
@@ -56,9 +58,29 @@ def build_commands(image_uri: str, gpu: bool) -> list[list[str]]:
     return [build + [str(REPO_DIR)], ["docker", "push", image_uri]]
 
 
+def check_pushed(ecr, image_uri: str) -> None:
+    """Refuse, before any instance starts, an image tag that ECR does not hold (``BUILD_IMAGE =
+    False`` after an edit: the tag hashes the code, so it names an image never pushed)."""
+    repository, _, tag = image_uri.rpartition(":")
+    name = repository.split("/", 1)[-1]
+    try:
+        ecr.describe_images(repositoryName=name, imageIds=[{"imageTag": tag}])
+    except (ecr.exceptions.ImageNotFoundException, ecr.exceptions.RepositoryNotFoundException):
+        raise UserError(
+            f"image {image_uri} is not in ECR: its tag hashes the code that goes into the image, "
+            "and this code was never pushed. Set BUILD_IMAGE = True to build and push it, or "
+            "IMAGE_TAG to a tag that is in the repository."
+        ) from None
+
+
 def build_and_push(ecr, image_uri: str, gpu: bool) -> None:
     import base64
 
+    if shutil.which("docker") is None:
+        raise UserError(
+            "BUILD_IMAGE = True needs Docker here (no docker command): install Docker, or set "
+            "BUILD_IMAGE = False and IMAGE_TAG to an image already pushed to ECR."
+        )
     token = ecr.get_authorization_token()["authorizationData"][0]
     user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
     subprocess.run(
