@@ -501,6 +501,38 @@ def test_missing_rights_are_named_by_use_before_anything_is_built(offline_aws):
     assert "ecr:DeleteRepository" not in message and "bucket, source and jobs" not in message
 
 
+def test_rights_granted_on_this_runs_resources_only_are_not_false_alarms(offline_aws):
+    """S3 on the run's bucket only, ECR push on its repository only: denied on '*' by the
+    simulation, allowed where the calls go."""
+    iam = offline_aws.client("iam")
+    account_id = offline_aws.client("sts").get_caller_identity()["Account"]
+    repository = f"arn:aws:ecr:us-west-2:{account_id}:repository/ddrl-rl-ray-pybullet"
+    user = _identity_with(
+        iam,
+        "rights-scoped",
+        [
+            {"Effect": "Allow", "Action": ["sagemaker:*", "iam:*", "cloudwatch:*", "logs:*",
+                                           "ecr:CreateRepository", "ecr:DescribeRepositories",
+                                           "ecr:GetAuthorizationToken"], "Resource": "*"},
+            {"Effect": "Allow", "Action": "s3:*",
+             "Resource": ["arn:aws:s3:::ddrl-scoped", "arn:aws:s3:::ddrl-scoped/*"]},
+            {"Effect": "Allow", "Action": "ecr:*", "Resource": repository},
+        ],
+    )  # fmt: skip
+    user_iam, user_sts = user.client("iam"), user.client("sts")
+    targets = account.run_targets(
+        account_id, "us-west-2", "ddrl-scoped", "ddrl-rl-ray-pybullet", None
+    )
+    said = account.check_rights(user_iam, user_sts, ["run", "image"], targets)
+    assert "allowed to you" in said
+    # another bucket is not this user's: still named as missing
+    other = account.run_targets(
+        account_id, "us-west-2", "someone-elses", "ddrl-rl-ray-pybullet", None
+    )
+    with pytest.raises(UserError, match="s3:PutObject.*CHECK_RIGHTS = False"):
+        account.check_rights(user_iam, user_sts, ["run", "image"], other)
+
+
 def test_an_assumed_role_is_checked_as_its_role_and_an_unknown_identity_is_not_checked(
     offline_aws,
 ):

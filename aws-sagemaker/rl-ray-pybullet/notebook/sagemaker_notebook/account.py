@@ -216,6 +216,18 @@ NEEDED_RIGHTS = {
 }
 
 
+def run_targets(
+    account: str, region: str, bucket: str, repository: str, role_arn: str | None
+) -> dict[str, list[str]]:
+    """The ARNs this run's calls act on, by service: the bucket and its objects, the image
+    repository, the execution role (given, or the one made here)."""
+    return {
+        "s3": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+        "ecr": [f"arn:aws:ecr:{region}:{account}:repository/{repository}"],
+        "iam": [role_arn or f"arn:aws:iam::{account}:role/*"],
+    }
+
+
 def principal_arn(iam, caller_arn: str) -> str:
     """The IAM user or role behind ``sts:GetCallerIdentity``'s ARN: an assumed role's session
     (SSO, a notebook instance) is simulated as its role, whose ARN may carry a path."""
@@ -224,30 +236,65 @@ def principal_arn(iam, caller_arn: str) -> str:
     return caller_arn.replace(":sts::", ":iam::", 1)
 
 
-def missing_rights(iam, sts, actions: list[str]) -> list[str] | None:
+#: IAM's context for the notebook's calls: PassRole is always passed to SageMaker (the condition
+#: AmazonSageMakerFullAccess puts on it)
+CONTEXT = [
+    {
+        "ContextKeyName": "iam:PassedToService",
+        "ContextKeyValues": ["sagemaker.amazonaws.com"],
+        "ContextKeyType": "string",
+    }
+]
+
+
+def resources_of(action: str, targets: dict[str, list[str]]) -> list[str]:
+    """The ARNs ``action`` acts on here, by service (``targets``: service -> ARNs), else none."""
+    return targets.get(action.split(":", 1)[0], [])
+
+
+def missing_rights(
+    iam, sts, actions: list[str], targets: dict[str, list[str]] | None = None
+) -> list[str] | None:
     """The actions among ``actions`` that your identity's policies do not allow, by IAM's own
     policy simulation (``iam:SimulatePrincipalPolicy``); None where it cannot be simulated (that
-    right is missing, or the identity is the account's root)."""
+    right is missing, or the identity is the account's root). Each action is judged on ``*``
+    first; one denied there only implicitly is judged again on the resources this run acts on
+    (``targets``: service -> ARNs: the bucket, the repository, the role), since a grant scoped to
+    resources or conditions is denied on ``*`` by the simulation though the call would pass."""
     try:
         source = principal_arn(iam, sts.get_caller_identity()["Arn"])
-        pages = iam.get_paginator("simulate_principal_policy").paginate(
-            PolicySourceArn=source, ActionNames=actions
-        )
-        return [
-            result["EvalActionName"]
-            for page in pages
-            for result in page["EvaluationResults"]
-            if result["EvalDecision"] != "allowed"
-        ]
+
+        def decisions(names, resources=None):
+            kwargs = {"ResourceArns": resources} if resources else {}
+            pages = iam.get_paginator("simulate_principal_policy").paginate(
+                PolicySourceArn=source, ActionNames=names, ContextEntries=CONTEXT, **kwargs
+            )
+            found: dict[str, set] = {}
+            for page in pages:
+                for result in page["EvaluationResults"]:
+                    found.setdefault(result["EvalActionName"], set()).add(result["EvalDecision"])
+            return found
+
+        missing = []
+        for action, seen in decisions(actions).items():
+            if "allowed" in seen:
+                continue
+            scoped = resources_of(action, targets or {})
+            if "explicitDeny" not in seen and scoped:
+                if decisions([action], scoped).get(action) == {"allowed"}:
+                    continue  # granted on the resources this run uses
+            missing.append(action)
+        return missing
     except iam.exceptions.ClientError:
         return None
 
 
-def check_rights(iam, sts, uses: list[str]) -> str:
+def check_rights(iam, sts, uses: list[str], targets: dict[str, list[str]] | None = None) -> str:
     """Fail before anything is built or billed if your identity lacks an action that the uses
-    (keys of ``NEEDED_RIGHTS``) take; else say what was checked."""
+    (keys of ``NEEDED_RIGHTS``) take; else say what was checked. ``targets``: service -> the
+    ARNs this run acts on (``run_targets``), for rights granted on those only."""
     actions = [action for use in uses for action in NEEDED_RIGHTS[use][1]]
-    missing = missing_rights(iam, sts, actions)
+    missing = missing_rights(iam, sts, actions, targets)
     if missing is None:
         return (
             "rights: not checked (iam:SimulatePrincipalPolicy is not allowed to you, or you are "
@@ -261,6 +308,7 @@ def check_rights(iam, sts, uses: list[str]) -> str:
         )
         raise UserError(
             f"your AWS identity may not make calls this notebook would make ({by_use}). Ask "
-            "your administrator to allow them, or turn off the options that need them."
+            "your administrator to allow them, turn off the options that need them, or set "
+            "CHECK_RIGHTS = False if you know they are allowed."
         )
     return f"rights: the {len(actions)} actions this run takes are allowed to you"
