@@ -987,9 +987,10 @@ def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws)
         logs.create_log_group(logGroupName=monitoring.LOG_GROUP)
     except logs.exceptions.ResourceAlreadyExistsException:
         pass
-    for stream in ("cleanup-1/algo-1-1", "cleanup-1/algo-2-1", "cleanup-2/algo-1-1"):
+    many = [f"cleanup-1/algo-{i}-1" for i in range(1, 61)]  # more than one page (50)
+    for stream in (*many, "cleanup-2/algo-1-1"):
         logs.create_log_stream(logGroupName=monitoring.LOG_GROUP, logStreamName=stream)
-    assert cleanup.delete_log_streams(logs, ["cleanup-1"]) == 2
+    assert cleanup.delete_log_streams(logs, ["cleanup-1"]) == 60
     left = logs.describe_log_streams(
         logGroupName=monitoring.LOG_GROUP, logStreamNamePrefix="cleanup-"
     )
@@ -1001,6 +1002,10 @@ def test_clean_up_removes_what_a_run_made_and_keeps_what_it_did_not(offline_aws)
 
     # a deployment that failed after its model: the model goes, the rest was never made
     role = account.ensure_role(iam, "ddrl-test", name=account.ROLE_NAME)
+    trust = iam.get_role(RoleName=account.ROLE_NAME)["Role"]["AssumeRolePolicyDocument"]
+    trust = json.loads(trust) if isinstance(trust, str) else trust
+    caller = offline_aws.client("sts").get_caller_identity()["Account"]
+    assert trust["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": caller}}
     sm.create_model(ModelName="half", ExecutionRoleArn=role,
                     PrimaryContainer={"Image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1"})  # fmt: skip
     assert cleanup.delete_endpoint(sm, "half") == ["model"]

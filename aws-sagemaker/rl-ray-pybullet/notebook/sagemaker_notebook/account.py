@@ -39,6 +39,20 @@ _SAGEMAKER_TRUST = {
 }
 
 
+def sagemaker_trust(iam) -> dict:
+    """The trust policy of a role made here: SageMaker may assume it for this account's jobs
+    only (``aws:SourceAccount``, AWS's guard against the confused deputy)."""
+    import boto3
+
+    # the same identity's account (offline, boto3 reads the stand-in's AWS_ENDPOINT_URL)
+    account = boto3.client("sts", region_name=iam.meta.region_name).get_caller_identity()["Account"]
+    statement = {
+        **_SAGEMAKER_TRUST["Statement"][0],
+        "Condition": {"StringEquals": {"aws:SourceAccount": account}},
+    }
+    return {**_SAGEMAKER_TRUST, "Statement": [statement]}
+
+
 def resolve_role(iam, role_arn: str | None, bucket: str) -> str:
     """The execution role of the jobs: ``role_arn`` if given (checked: it exists and SageMaker may
     assume it); on a SageMaker notebook instance or Studio, its own role; else one made here,
@@ -122,9 +136,9 @@ def ensure_role(iam, bucket: str, name: str | None = None) -> str:
     try:
         arn = iam.get_role(RoleName=name)["Role"]["Arn"]
     except iam.exceptions.NoSuchEntityException:
-        arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(_SAGEMAKER_TRUST))[
-            "Role"
-        ]["Arn"]
+        arn = iam.create_role(
+            RoleName=name, AssumeRolePolicyDocument=json.dumps(sagemaker_trust(iam))
+        )["Role"]["Arn"]
         try:
             iam.attach_role_policy(
                 RoleName=name, PolicyArn="arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"

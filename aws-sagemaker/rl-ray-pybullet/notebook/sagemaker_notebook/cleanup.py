@@ -49,14 +49,15 @@ def delete_log_streams(logs, job_names: list[str]) -> int:
     """Delete the jobs' log streams in SageMaker's log group (``<job>/<host>-...``)."""
     count = 0
     for job in job_names:
-        try:
-            streams = logs.describe_log_streams(
-                logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job}/"
-            )
+        pages = logs.get_paginator("describe_log_streams").paginate(
+            logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job}/"
+        )
+        try:  # all pages first (50 streams each): deleting while paging would skip some
+            names = [s["logStreamName"] for page in pages for s in page.get("logStreams", [])]
         except logs.exceptions.ResourceNotFoundException:
             return count
-        for stream in streams.get("logStreams", []):
-            logs.delete_log_stream(logGroupName=LOG_GROUP, logStreamName=stream["logStreamName"])
+        for name in names:
+            logs.delete_log_stream(logGroupName=LOG_GROUP, logStreamName=name)
             count += 1
     return count
 
