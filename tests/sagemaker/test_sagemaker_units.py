@@ -1053,3 +1053,26 @@ def test_an_image_tag_never_pushed_is_refused_before_any_instance_starts(
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UserError, match="needs Docker"):
         image.build_and_push(ecr, f"{uri}:0123456789ab", gpu=False)
+
+
+def test_the_notebook_finds_its_job_by_its_runs_own_base_name(offline_aws):
+    from sagemaker_notebook import jobs
+
+    sm = offline_aws.client("sagemaker")
+    role = account.ensure_role(offline_aws.client("iam"), "ddrl-test")
+    for name in ("ddrl-humanoid-ppo-20260101-000000-2026-01-01-00-00-01-001",
+                 "ddrl-humanoid-ppo-20260101-000000-2026-01-01-00-00-02-002",
+                 "ddrl-humanoid-ppo-20260202-000000-2026-02-02-00-00-01-001"):  # fmt: skip
+        sm.create_training_job(
+            TrainingJobName=name, RoleArn=role,
+            AlgorithmSpecification={"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1",
+                                    "TrainingInputMode": "File"},
+            OutputDataConfig={"S3OutputPath": "s3://ddrl-test/out"},
+            ResourceConfig={"InstanceType": "ml.c5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
+            StoppingCondition={"MaxRuntimeInSeconds": 60},
+        )  # fmt: skip
+    assert jobs.newest_job(sm, "ddrl-humanoid-ppo-20260101-000000") == (
+        "ddrl-humanoid-ppo-20260101-000000-2026-01-01-00-00-02-002"
+    )
+    with pytest.raises(UserError, match="no training job named"):
+        jobs.newest_job(sm, "ddrl-humanoid-sac-20260101-000000")

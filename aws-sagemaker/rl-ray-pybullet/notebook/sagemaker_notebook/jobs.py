@@ -86,3 +86,21 @@ def checkpoint_uri_of(sm, s3, job_name: str, algorithm: str) -> str:
             "must not write one run's checkpoints. Wait for it to end (or stop it) first."
         )
     return uri
+
+
+def newest_job(sm, base_job_name: str) -> str:
+    """The name of the newest training job whose name starts with ``base_job_name`` (what
+    ``ModelTrainer.train`` just started: its job name is the base plus a timestamp, and the
+    trainer has no public attribute for it)."""
+    pages = sm.get_paginator("list_training_jobs").paginate(NameContains=base_job_name)
+    names = [
+        job["TrainingJobName"]
+        for page in pages
+        for job in page["TrainingJobSummaries"]
+        if job["TrainingJobName"].startswith(base_job_name)
+    ]
+    if not names:
+        raise UserError(
+            f"no training job named {base_job_name}-... was started; see the cell's output."
+        )
+    return max(names)  # the SDK's suffix is the start time, to the millisecond: newest last
