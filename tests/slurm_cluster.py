@@ -43,7 +43,14 @@ SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmdSpoolDir={dir}/slurmd-%n
 SlurmdLogFile={dir}/slurmd-%n.log
 NodeName=node[1-2] NodeHostname=localhost Port=[{node_port}-{node_port_end}] CPUs=2 RealMemory=4000 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# Preemption as a site with a preempting partition sets it up: a job of 'urgent' requeues the
+# 'debug' jobs in its way, which first get their --signal (the jobs' USR1: checkpoint) and
+# GraceTime seconds to act on it before SIGTERM and SIGKILL.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+SlurmctldParameters=preempt_send_user_signal
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=120
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 """
 
 
@@ -85,7 +92,9 @@ class SlurmCluster:
             self._daemon(["slurmd", "-D", "-f", str(self.conf), "-N", node], f"slurmd-{node}")
         deadline = time.time() + timeout
         while time.time() < deadline:
-            states = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False).stdout.split("\n")
+            states = self.run(
+                ["sinfo", "-h", "-N", "-p", "debug", "-o", "%N %t"], check=False
+            ).stdout.split("\n")
             idle = [line for line in states if line.strip().endswith("idle")]
             if len(idle) == 2:
                 return

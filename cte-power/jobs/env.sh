@@ -49,7 +49,7 @@ ddrl_train() {
     echo "ddrl: $(date '+%F %T') $name on $(hostname) (job ${SLURM_JOB_ID:-none}, restart ${SLURM_RESTART_COUNT:-0})"
     python "$script" --config "$config" --name "$name" --resume-if-exists "$@" &
     local pid=$! status=0
-    trap 'echo "ddrl: warning signal: checkpointing before the time limit"; kill -USR2 '"$pid" USR1
+    trap 'echo "ddrl: warning signal (time limit or preemption): checkpointing"; kill -USR2 '"$pid" USR1
     if [ "${#DDRL_RAY_STEP_PIDS[@]}" -gt 1 ]; then  # a multi-node Ray cluster (ray-cluster.sh)
         ddrl_ray_cluster_watch "$pid" &
     fi

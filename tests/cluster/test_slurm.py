@@ -335,7 +335,7 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env, tmp_path
     out = job_log(job_env, "ppo-humanoid", job)
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
     assert (
-        "checkpointing before the time limit" in out
+        "warning signal (time limit or preemption): checkpointing" in out
         and f"requeueing job {job}" in out
         and "resuming" in out
     )
@@ -343,6 +343,48 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env, tmp_path
     before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
     after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
     assert after[0] == before[-1] + 1 and after[-1] == 8, (before, after)
+
+
+def test_a_job_preempted_by_slurm_checkpoints_on_its_signal_and_resumes_from_there(
+    slurm, job_env, tmp_path
+):
+    """A real preemption: a job of the 'urgent' partition needs the node a 'debug' job runs on.
+    Slurm sends the debug job its --signal (preempt_send_user_signal) and GraceTime to act, then
+    requeues it. Periodic checkpoints are off (every 100 iterations), so only the signal's
+    checkpoint explains a resume right after the last iteration before the preemption."""
+    job = slurm.sbatch(
+        str(CTE_POWER / "jobs" / "pybullet-envs/ppo.sh"),
+        *TINY_PPO_SETS, "--set", "stop.iterations=7", "--set", "checkpoint.every=100",
+        cwd=tmp_path, env=job_env,
+    )  # fmt: skip
+    deadline = time.time() + 240
+    while job_log(job_env, "ppo-humanoid", job).count("\niter ") < 2:
+        assert time.time() < deadline and slurm.state(job).get("JobState") in (
+            "PENDING",
+            "RUNNING",
+        ), job_log(job_env, "ppo-humanoid", job)
+        time.sleep(0.5)
+    node = slurm.state(job)["NodeList"]
+    urgent = slurm.run(
+        ["sbatch", "--parsable", "--partition=urgent", f"--nodelist={node}", "--cpus-per-task=2",
+         "--job-name=urgent", f"--output={tmp_path}/urgent-%j.out", "--wrap=sleep 20"],
+        cwd=tmp_path,
+    ).stdout.strip().split(";")[0]  # fmt: skip
+    deadline = time.time() + 300
+    while slurm.state(job).get("Restarts", "0") == "0":
+        assert time.time() < deadline, job_log(job_env, "ppo-humanoid", job) + slurm.logs()
+        time.sleep(1)
+    info = slurm.wait(job, timeout=600)
+    out = job_log(job_env, "ppo-humanoid", job)
+    assert slurm.wait(urgent, timeout=120)["JobState"] == "COMPLETED"
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    assert (
+        "warning signal (time limit or preemption): checkpointing" in out and "resuming" in out
+    ), out
+    first_run, second_run = out.split("resuming", 1)
+    before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
+    after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
+    assert after[0] == before[-1] + 1 and after[-1] == 7, (before, after)
 
 
 def test_scaling_job_sweeps_env_runners_that_fit_the_allocation(slurm, job_env, tmp_path):
