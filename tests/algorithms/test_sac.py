@@ -137,7 +137,7 @@ def test_shipped_sac_config_has_the_thesis_network_sizes():
     algo_config = rllib_config.build_algorithm_config(experiment)
     assert isinstance(algo_config, SACConfig)
     assert (algo_config.actor_hiddens, algo_config.critic_hiddens) == ([512, 512], [256, 256])
-    assert algo_config.replay_ratio() == 1.0 and algo_config.rollout_fragment_length == 64
+    assert algo_config.updates_per_env_step == 1.0 and algo_config.rollout_fragment_length == 64
     model = algo_config._model_config_auto_includes
     assert model["actor_hiddens"] == [512, 512] and model["critic_hiddens"] == [256, 256]
 

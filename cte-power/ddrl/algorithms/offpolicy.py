@@ -2,7 +2,7 @@
 
 Each training step samples ``rollout_fragment_length`` env steps per env (from every env runner),
 turns the new episode chunks into transitions, and makes ONE learner call that stores them in the
-learner's replay buffer (``ddrl.algorithms.replay``) and runs ``replay_ratio()`` gradient updates per new env
+learner's replay buffer (``ddrl.algorithms.replay``) and runs ``updates_per_env_step`` gradient updates per new env
 step. RLlib's stock path pays a connector pipeline, an episode-replay sample and a metrics
 reduction for every single update; here they are paid once per call.
 """
@@ -80,13 +80,13 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
     learner call per fragment. Each algorithm's config subclasses this and adds its own keys.
 
     RLlib has no off-policy base config without SAC's entropy settings, so this builds on
-    RLlib's ``SACConfig`` for its replay and target-network settings; ``foreign_training_keys``
+    RLlib's ``SACConfig`` for its replay and target-network settings; ``unread_rllib_settings``
     names what a subclass inherits from it but does not use, and ``ddrl.pipeline.rllib_config`` refuses those.
     """
 
     #: RLlib keyword -> why this algorithm has no use for it (an experiment that sets one is
     #: refused): the RLlib SAC and learner settings that the lean update never reads.
-    foreign_training_keys: dict[str, str] = {
+    unread_rllib_settings: dict[str, str] = {
         "lr": "set actor_lr and critic_lr (and SAC's alpha_lr)",
         "optimization_config": "set actor_lr and critic_lr (and SAC's alpha_lr)",
         "optimizer": "each network has its own Adam; set actor_lr and critic_lr",
@@ -209,10 +209,6 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
     def learning_rates(self) -> tuple[str, ...]:
         return ("actor_lr", "critic_lr")
 
-    def replay_ratio(self) -> float:
-        """Gradient updates per env step sampled (what the lean training step runs)."""
-        return self.updates_per_env_step
-
     @property
     def _model_config_auto_includes(self):
         return super()._model_config_auto_includes | {
@@ -232,7 +228,7 @@ RLLIB_NETWORK_KEYS = (
 
 class LeanOffPolicy:
     """Mixin for an RLlib Algorithm whose learner has ``lean_update(transitions, num_updates)``
-    and whose config has ``replay_ratio()`` (gradient updates per env step)."""
+    and whose config has ``updates_per_env_step`` (gradient updates per env step)."""
 
     def setup(self, config) -> None:
         super().setup(config)
@@ -258,7 +254,7 @@ class LeanOffPolicy:
             (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0
         )
         if sampled_lifetime >= self.config.num_steps_sampled_before_learning_starts:
-            self._pending_updates += len(transitions["rewards"]) * self.config.replay_ratio()
+            self._pending_updates += len(transitions["rewards"]) * self.config.updates_per_env_step
         num_updates = int(self._pending_updates)
         self._pending_updates -= num_updates
 

@@ -116,7 +116,7 @@ def prepare(experiment: Experiment, launch: bool = True) -> Experiment:
 def _validate_group(defaults, group: str, settings: dict, where: str) -> dict:
     params = _group_parameters(type(defaults), group)
     out = {}
-    foreign = getattr(defaults, "foreign_training_keys", {}) if group == "training" else {}
+    foreign = getattr(defaults, "unread_rllib_settings", {}) if group == "training" else {}
     for key, value in settings.items():
         if key in foreign:
             name = defaults.algo_class.__name__

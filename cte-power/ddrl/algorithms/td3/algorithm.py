@@ -28,7 +28,7 @@ class TD3Config(LeanOffPolicyConfig):
         algo = config.build_algo()
     """
 
-    foreign_training_keys = LeanOffPolicyConfig.foreign_training_keys | {
+    unread_rllib_settings = LeanOffPolicyConfig.unread_rllib_settings | {
         key: _NO_ENTROPY for key in ("initial_alpha", "alpha_lr", "target_entropy")
     }
 
