@@ -46,6 +46,17 @@ def job_env(tmp_path):
     }
 
 
+def wait_for_iterations(slurm, job_env: dict, job: str, count: int, name: str = "ppo-humanoid"):
+    """Until the job's log shows ``count`` iterations (it must stay pending or running)."""
+    deadline = time.time() + 240
+    while job_log(job_env, name, job).count("\niter ") < count:
+        assert time.time() < deadline and slurm.state(job).get("JobState") in (
+            "PENDING",
+            "RUNNING",
+        ), job_log(job_env, name, job)
+        time.sleep(0.5)
+
+
 def job_log(job_env: dict, name: str, job_id: str, stream: str = "out") -> str:
     path = Path(job_env["DDRL_JOB_LOGS"]) / stream / f"{name}-{job_id}.{stream}"
     return path.read_text() if path.exists() else ""
@@ -310,13 +321,7 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env, tmp_path
         cwd=tmp_path,
         env=job_env,
     )
-    deadline = time.time() + 240
-    while job_log(job_env, "ppo-humanoid", job).count("\niter ") < 2:
-        assert time.time() < deadline and slurm.state(job).get("JobState") in (
-            "PENDING",
-            "RUNNING",
-        ), job_log(job_env, "ppo-humanoid", job)
-        time.sleep(0.5)
+    wait_for_iterations(slurm, job_env, job, 2)
     slurm.run(
         ["scancel", "--signal=USR1", "--batch", job]
     )  # what Slurm sends at --signal=B:USR1@300
@@ -357,13 +362,7 @@ def test_a_job_preempted_by_slurm_checkpoints_on_its_signal_and_resumes_from_the
         *TINY_PPO_SETS, "--set", "stop.iterations=7", "--set", "checkpoint.every=100",
         cwd=tmp_path, env=job_env,
     )  # fmt: skip
-    deadline = time.time() + 240
-    while job_log(job_env, "ppo-humanoid", job).count("\niter ") < 2:
-        assert time.time() < deadline and slurm.state(job).get("JobState") in (
-            "PENDING",
-            "RUNNING",
-        ), job_log(job_env, "ppo-humanoid", job)
-        time.sleep(0.5)
+    wait_for_iterations(slurm, job_env, job, 2)
     node = slurm.state(job)["NodeList"]
     urgent = slurm.run(
         ["sbatch", "--parsable", "--partition=urgent", f"--nodelist={node}", "--cpus-per-task=2",

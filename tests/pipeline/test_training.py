@@ -565,3 +565,22 @@ def test_trials_that_ended_short_of_their_stop_are_named(tmp_path):
         (experiment / name / "result.json").write_text("\n".join(lines) + "\n")
     assert training.short_of_stop(experiment, {"iterations": 4}) == ["short_trial (iteration 3)"]
     assert training.short_of_stop(experiment, {"iterations": 3}) == []
+
+
+def test_a_resume_keeps_only_the_newest_sessions_tune_state(tmp_path):
+    """Each resume starts a Tune session with state files of its own; Tune restores from the
+    newest, the resume's checks read only that one, and the older ones go (a committed run
+    carries one)."""
+    names = [
+        "experiment_state-2026-12-06_02-00-03.json",
+        "experiment_state-2026-12-06_02-03-36.json",
+        "basic-variant-state-2026-12-06_02-00-03.json",
+        "basic-variant-state-2026-12-06_02-03-36.json",
+    ]
+    for name in names:
+        (tmp_path / name).write_text("{}")
+        (tmp_path / f"{name}.good").write_text("{}")
+    checkpoints.drop_older_states(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names[1], names[1] + ".good", names[3], names[3] + ".good"]
+    )

@@ -199,43 +199,40 @@ def test_sac_and_td3_entry_points_train_under_the_container_contract(tmp_path):
         assert len(list(contract.videos_dir.glob("*.mp4"))) == 1  # video_every=0: the final one
 
 
-def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
+def run_two_hosts(tmp_path, settings: dict, job_name: str):
+    """A tiny PPO job on two hosts (algo-1 the head) with ``settings`` over the common ones, both
+    exiting 0: host -> (contract, output)."""
     hyperparameters = {
-        **TINY["ppo"],
-        **TINY_VIDEO,
-        "env_runners__num_env_runners": 1,
-        "stop__iterations": 2,
-        "checkpoint__every": 1,
-        "video_every": 0,
-        "ray_num_cpus": 1,
-        "join_timeout_s": 120,
-    }
+        **TINY["ppo"], **TINY_VIDEO, "checkpoint__every": 1, "video_every": 0,
+        "ray_num_cpus": 1, "join_timeout_s": 120, **settings,
+    }  # fmt: skip
     extra = {
         "DDRL_SM_HOST_IPS": "algo-1=127.0.0.2,algo-2=127.0.0.3",
         "DDRL_SM_RAY_PORT": str(free_port()),
         "DDRL_SM_RAY_AGENT_PORT": str(free_port()),
         "DDRL_RAY_AUTH_TOKEN": "t" * 64,
         "RAY_TMPDIR": f"/tmp/ddrl-sm-{os.getpid()}",
+        "TRAINING_JOB_NAME": job_name,
     }
     hosts = {}
     for host in ("algo-1", "algo-2"):
         contract = stage_job(
-            tmp_path / host / "opt-ml",
-            "train-humanoid-ppo.py",
-            hyperparameters,
-            hosts=["algo-1", "algo-2"],
-            current_host=host,
-        )
-        env = {
-            **container_env(contract, num_cpus=1),
-            **extra,
-            "TRAINING_JOB_NAME": "test-two-hosts",
-        }
+            tmp_path / host / "opt-ml", "train-humanoid-ppo.py", hyperparameters,
+            hosts=["algo-1", "algo-2"], current_host=host,
+        )  # fmt: skip
+        env = {**container_env(contract, num_cpus=1), **extra}
         hosts[host] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
     finished = run_hosts(hosts)
     for host, (returncode, output) in finished.items():
         assert returncode == 0, f"{host}:\n{output[-4000:]}"
-    head, worker = finished["algo-1"][1], finished["algo-2"][1]
+    return {host: (hosts[host][0], output) for host, (_, output) in finished.items()}
+
+
+def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
+    finished = run_two_hosts(
+        tmp_path, {"env_runners__num_env_runners": 1, "stop__iterations": 2}, "test-two-hosts"
+    )
+    (head_contract, head), (worker_contract, worker) = finished["algo-1"], finished["algo-2"]
     assert (
         "runs the Ray head at 127.0.0.2" in head and "Ray cluster up: 2 node(s), 2 CPU(s)" in head
     )
@@ -246,7 +243,6 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
     )
     assert "#metrics" not in worker, "the driver runs on the head only"
 
-    head_contract = hosts["algo-1"][0]
     check_metric_lines(head, [1, 2])
     check_artifacts(head_contract, "PPO", last_iteration=2)
     (trial,) = [p for p in (head_contract.checkpoints_dir / "humanoid-ppo").iterdir() if p.is_dir()]
@@ -255,7 +251,6 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
         placement["num_env_runner_nodes"] == 1
         and placement["env_runner_nodes"] != placement["driver_node"]
     ), placement
-    worker_contract = hosts["algo-2"][0]
     assert not list(worker_contract.checkpoints_dir.iterdir()) and not list(
         worker_contract.model_dir.iterdir()
     )
@@ -393,40 +388,13 @@ def test_a_two_host_job_with_auto_env_runners_resumes_from_its_checkpoints(tmp_p
     (a spot interruption, CONTINUE_FROM) compares it with the saved run then, not before (where
     it is still unknown), and resumes."""
 
-    def job(iterations: int) -> dict:
-        hyperparameters = {
-            **TINY["ppo"],
-            **TINY_VIDEO,
-            "env_runners__num_env_runners": "auto",
-            "stop__iterations": iterations,
-            "checkpoint__every": 1,
-            "video_every": 0,
-            "ray_num_cpus": 1,
-            "join_timeout_s": 120,
-        }
-        extra = {
-            "DDRL_SM_HOST_IPS": "algo-1=127.0.0.2,algo-2=127.0.0.3",
-            "DDRL_SM_RAY_PORT": str(free_port()),
-            "DDRL_SM_RAY_AGENT_PORT": str(free_port()),
-            "DDRL_RAY_AUTH_TOKEN": "t" * 64,
-            "RAY_TMPDIR": f"/tmp/ddrl-sm-{os.getpid()}",
-        }
-        hosts = {}
-        for host in ("algo-1", "algo-2"):
-            contract = stage_job(
-                tmp_path / host / "opt-ml", "train-humanoid-ppo.py", hyperparameters,
-                hosts=["algo-1", "algo-2"], current_host=host,
-            )  # fmt: skip
-            env = {**container_env(contract, num_cpus=1), **extra, "TRAINING_JOB_NAME": "auto"}
-            hosts[host] = (contract, "train-humanoid-ppo.py", hyperparameters, env)
-        finished = run_hosts(hosts)
-        for host, (returncode, output) in finished.items():
-            assert returncode == 0, f"{host}:\n{output[-4000:]}"
-        return {host: output for host, (_, output) in finished.items()}
+    def job(iterations: int) -> str:
+        settings = {"env_runners__num_env_runners": "auto", "stop__iterations": iterations}
+        return run_two_hosts(tmp_path, settings, "auto")["algo-1"][1]
 
-    first = job(1)["algo-1"]
+    first = job(1)
     assert "env_runners.num_env_runners=auto: 1 " in first, first[-3000:]
-    second = job(2)["algo-1"]  # the same checkpoints folder, as a restarted job gets it back
+    second = job(2)  # the same checkpoints folder, as a restarted job gets it back
     assert "resuming experiment" in second and "cannot resume" not in second, second[-3000:]
     experiment = tmp_path / "algo-1" / "opt-ml" / "checkpoints" / "humanoid-ppo"
     (trial,) = [p for p in experiment.iterdir() if p.is_dir() and p.name.startswith("PPO")]

@@ -411,6 +411,7 @@ def run(
 
     if resume:
         say(f"resuming {path}")
+        checkpoints.drop_older_states(path)  # Tune resumes from the newest; so do our checks
         for line in (
             checkpoints.restore_cut_state(path)
             + checkpoints.drop_stale_decisions(path)
@@ -418,7 +419,6 @@ def run(
             + checkpoints.trim_cut_result_lines(path)
         ):
             say(line)
-        checkpoints.drop_older_states(path)
         saved_file = path / EXPERIMENT_FILE
         if saved_file.is_file() and dump_yaml(experiment.to_dict()) != saved_file.read_text():
             saved_file.write_text(
