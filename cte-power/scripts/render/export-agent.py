@@ -73,7 +73,19 @@ def main(argv=None) -> int:
     if code:
         return code
     trained_agents.record_episodes(folder, gif.with_suffix(".json"))
+    _relative_paths(gif.with_suffix(".json"))
     return 0
+
+
+def _relative_paths(summary: Path) -> None:
+    """The render summary's paths relative to the repository (it is committed with the agent)."""
+    import json
+
+    data = json.loads(summary.read_text())
+    for key in ("video", "frame_strip", "checkpoint"):
+        if data.get(key):
+            data[key] = str(Path(data[key]).resolve().relative_to(paths.REPO_DIR))
+    summary.write_text(json.dumps(data, indent=2) + "\n")
 
 
 if __name__ == "__main__":
