@@ -228,10 +228,13 @@ def run_two_hosts(tmp_path, settings: dict, job_name: str):
     return {host: (hosts[host][0], output) for host, (_, output) in finished.items()}
 
 
-def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
-    finished = run_two_hosts(
-        tmp_path, {"env_runners__num_env_runners": 1, "stop__iterations": 2}, "test-two-hosts"
-    )
+def test_two_hosts_form_one_ray_cluster_finish_cleanly_and_resume(tmp_path):
+    """Two hosts, env runners counted once both have joined (auto: 1, on the worker host); the
+    same job restarted with its checkpoints (a spot interruption, CONTINUE_FROM) compares the
+    counted runners with the saved run then, not before (where they are still unknown), and
+    resumes."""
+    settings = {"env_runners__num_env_runners": "auto", "stop__iterations": 2}
+    finished = run_two_hosts(tmp_path, settings, "test-two-hosts")
     (head_contract, head), (worker_contract, worker) = finished["algo-1"], finished["algo-2"]
     assert (
         "runs the Ray head at 127.0.0.2" in head and "Ray cluster up: 2 node(s), 2 CPU(s)" in head
@@ -258,6 +261,13 @@ def test_two_hosts_form_one_ray_cluster_and_finish_cleanly(tmp_path):
         "Local node IP: 127.0.0.3"
         in (worker_contract.output_data_dir / "ray-algo-2.log").read_text()
     )
+    assert "env_runners.num_env_runners=auto: 1 " in head, head[-3000:]
+
+    again = run_two_hosts(tmp_path, {**settings, "stop__iterations": 3}, "test-two-hosts")
+    head = again["algo-1"][1]
+    assert "resuming experiment" in head and "cannot resume" not in head, head[-3000:]
+    lines = (trial / "result.json").read_text().splitlines()
+    assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2, 3]
 
 
 def test_a_two_host_job_stopped_at_its_max_runtime_checkpoints_within_the_grace_period(
@@ -381,22 +391,3 @@ def test_the_learner_group_is_the_gpu_group_unless_named(tmp_path):
     homogeneous = write_contract(tmp_path / "h", {}, hosts=["algo-1", "algo-2"])
     assert [g.name for g in homogeneous.instance_groups] == ["homogeneousCluster"]
     assert homogeneous.learner_group().hosts[0] == "algo-1"
-
-
-def test_a_two_host_job_with_auto_env_runners_resumes_from_its_checkpoints(tmp_path):
-    """env_runners.num_env_runners=auto is counted once both hosts have joined; a restarted job
-    (a spot interruption, CONTINUE_FROM) compares it with the saved run then, not before (where
-    it is still unknown), and resumes."""
-
-    def job(iterations: int) -> str:
-        settings = {"env_runners__num_env_runners": "auto", "stop__iterations": iterations}
-        return run_two_hosts(tmp_path, settings, "auto")["algo-1"][1]
-
-    first = job(1)
-    assert "env_runners.num_env_runners=auto: 1 " in first, first[-3000:]
-    second = job(2)  # the same checkpoints folder, as a restarted job gets it back
-    assert "resuming experiment" in second and "cannot resume" not in second, second[-3000:]
-    experiment = tmp_path / "algo-1" / "opt-ml" / "checkpoints" / "humanoid-ppo"
-    (trial,) = [p for p in experiment.iterdir() if p.is_dir() and p.name.startswith("PPO")]
-    lines = (trial / "result.json").read_text().splitlines()
-    assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]
