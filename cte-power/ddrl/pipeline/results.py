@@ -115,36 +115,35 @@ def check_can_start(
             f"cannot resume {path}: its {EXPERIMENT_FILE} is missing, so the settings it ran with "
             "cannot be checked against these. Put the file back, or start a new --name."
         )
-    if saved_file.is_file():
-        import yaml
+    import yaml
 
-        saved = yaml.safe_load(saved_file.read_text())
-        current = experiment.to_dict()
-        for dotted in resolved_later:
-            group, key = dotted.split(".", 1)
-            if key in (saved.get(group) or {}):
-                current[group] = {**(current.get(group) or {}), key: saved[group][key]}
-        changed = sorted(
-            k
-            for k in set(saved) | set(current)
-            if k not in ("source", "name") and saved.get(k) != current.get(k)
+    saved = yaml.safe_load(saved_file.read_text())
+    current = experiment.to_dict()
+    for dotted in resolved_later:
+        group, key = dotted.split(".", 1)
+        if key in (saved.get(group) or {}):
+            current[group] = {**(current.get(group) or {}), key: saved[group][key]}
+    changed = sorted(
+        k
+        for k in set(saved) | set(current)
+        if k not in ("source", "name") and saved.get(k) != current.get(k)
+    )
+    if set(changed) - RESUMABLE_CHANGES:
+        raise CannotStartHere(
+            f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
+            f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
+            f"--set values (saved in {saved_file}), or start a new --name."
         )
-        if set(changed) - RESUMABLE_CHANGES:
-            raise CannotStartHere(
-                f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
-                f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
-                f"--set values (saved in {saved_file}), or start a new --name."
-            )
-        if "stop" in changed:
-            print(
-                f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}",
-                flush=True,
-            )
-        if "checkpoint" in changed:
-            print(
-                f"resuming with new checkpoint settings: {saved.get('checkpoint')} -> {current['checkpoint']}",
-                flush=True,
-            )
+    if "stop" in changed:
+        print(
+            f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}",
+            flush=True,
+        )
+    if "checkpoint" in changed:
+        print(
+            f"resuming with new checkpoint settings: {saved.get('checkpoint')} -> {current['checkpoint']}",
+            flush=True,
+        )
 
 
 #: What ``--resume`` may change: how long to train (a finished run can be extended) and how

@@ -224,7 +224,10 @@ def last_logged_result(trial_dir: Path) -> dict | None:
     log = trial_dir / "result.json"
     if not trial_dir.name or not log.is_file():
         return None
-    for line in reversed(log.read_text(errors="replace").splitlines()):
+    with log.open("rb") as handle:  # its end only: a long run's log is tens of MB
+        handle.seek(max(0, log.stat().st_size - 256 * 1024))
+        tail = handle.read().decode(errors="replace")
+    for line in reversed(tail.splitlines()):
         try:
             return json.loads(line)
         except ValueError:
