@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_NAME := demo-sac-$(shell date +%Y%m%d-%H%M%S)
 DEMO_SECONDS ?= 180
 
-.PHONY: help install install-bench install-pybulletgym image lint format demo test test-fast clean-results
+.PHONY: help install install-bench install-sbx install-pybulletgym image lint format demo test test-fast clean-results
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -31,6 +31,18 @@ $(BENCH_STAMP): $(STAMP) $(BENCH_REQUIREMENTS)
 	touch $(BENCH_STAMP)
 
 install-bench: $(BENCH_STAMP)  ## also install the benchmarks' peer, Stable-Baselines3
+
+# SBX (SB3 in JAX), the fastest peer, gets a venv of its own: beside our stack its dependencies
+# (uvloop, prometheus_client) would change how Ray runs. The throughput benchmark drives it.
+SBX_VENV := .venv-sbx
+SBX_REQUIREMENTS := cte-power/scripts/bench/requirements-sbx.txt
+SBX_STAMP := $(SBX_VENV)/.installed
+$(SBX_STAMP): $(SBX_REQUIREMENTS)
+	test -x $(SBX_VENV)/bin/python || $(PYTHON) -m venv $(SBX_VENV)
+	$(SBX_VENV)/bin/python -m pip install --quiet -r $(SBX_REQUIREMENTS)
+	touch $(SBX_STAMP)
+
+install-sbx: $(SBX_STAMP)  ## install SBX, the throughput benchmark's JAX peer, in .venv-sbx
 
 # PyBullet Gymperium is not on PyPI; a copy (MIT) is in ../shared/vendor/pybullet-gym, which CI
 # mounts read-only. Its setup.py leaves the robot models out of a regular install, so it is
@@ -73,7 +85,7 @@ demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summ
 # 3.8 under pytest 9.2 ignores the groups (pytest-xdist#1386): such a fixture is then built once
 # per worker that runs its tests, which the suite's time already includes.
 TEST_WORKERS ?= 2
-test: $(BENCH_STAMP) $(PYBULLETGYM_STAMP)  ## run the whole test suite (what CI runs)
+test: $(BENCH_STAMP) $(SBX_STAMP) $(PYBULLETGYM_STAMP)  ## run the whole test suite (what CI runs)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 LINTED := cte-power tests aws-sagemaker
@@ -86,5 +98,5 @@ format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix $(LINTED)
 	$(VENV)/bin/ruff format $(LINTED)
 
-test-fast: $(BENCH_STAMP) $(PYBULLETGYM_STAMP)  ## only the tests that train nothing
+test-fast: $(BENCH_STAMP) $(SBX_STAMP) $(PYBULLETGYM_STAMP)  ## only the tests that train nothing
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"

@@ -55,12 +55,18 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
         f"sampling, 1 env runner (LeanEnvRunner) x {envs} envs (PPO config), against its {envs} envs",
     ]
     assert any(m.startswith("SAC Stable-Baselines3 as installed") for m in measures)
+    # SBX (SB3 in JAX), in its own venv's worker process, alternates with SB3 and ours
+    assert any(m.startswith("SAC SBX (JAX) (") for m in measures), measures
+    for against in ("SB3", "SBX"):
+        row = table[table["measure"].str.match(f"SAC end to end .*against {against}$")].iloc[0]
+        assert row["ratio"] > 0 and row["target"] == (1.3 if against == "SB3" else 1.0)
+        update = table[table["measure"] == f"SAC update, ours, against {against}"].iloc[0]
+        assert update["ratio"] > 0
     assert any(m.startswith("SAC peak memory") for m in measures)
     assert not any("reference" in m for m in measures), "the plain-PyTorch loops: --reference only"
     steps = table[table["unit"] == "env steps/s"]
     assert (steps["value"] > 0).all()
-    ours = table[table["measure"].str.startswith("SAC end to end")].iloc[0]
-    assert ours["measure"].endswith("against SB3") and ours["ratio"] > 0 and ours["target"] == 1.3
+    assert "  SAC round (SBX): " in proc.stdout
     updates = table[table["unit"] == "updates/s"].set_index("measure")
     limit = updates.filter(like="at the FLOP limit", axis=0)["value"].iloc[0]
     against_limit = updates.filter(like="ours, against the FLOP limit", axis=0).iloc[0]
@@ -83,6 +89,18 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
     assert (
         proc.stdout.startswith("machine: ") and f"machine: {machine.cpu_model()}, " in proc.stdout
     )
+
+
+def test_throughput_without_sbx_installed_is_one_line_before_anything_runs(tmp_path):
+    output = tmp_path / "bench.csv"
+    proc = run_script(
+        CTE_POWER / "scripts" / "bench" / "throughput.py", "--output", output,
+        env={"DDRL_SBX_PYTHON": str(tmp_path / "no-venv" / "bin" / "python")}, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "make install-sbx" in proc.stderr
+    assert "--peers sb3" in proc.stderr and "machine:" not in proc.stdout
+    assert not output.exists()
 
 
 def test_interleave_brackets_each_round_with_its_limit():

@@ -7,6 +7,7 @@ environment's steps unless said otherwise:
   ``.updates(n)``: n off-policy gradient updates alone;
 - ``sb3_training``: Stable-Baselines3 as installed, with our experiment's settings
   (``sb3_model``), as many env steps a round; ``.updates(n)`` likewise;
+- ``sbx_training``: the same with SBX (SB3 in JAX), in a worker process on SBX's own venv;
 - ``update_flops`` and ``matmul_rate``: the FLOP limit of an off-policy update;
 - ``PeakMemory``: the resident memory of this process and all its descendants (Ray's workers).
 
@@ -246,6 +247,29 @@ def sb3_training(experiment: Experiment, round_steps: int, progress=print) -> Wo
     run.updates = updates
     run.threads = torch.get_num_threads()
     run.close = model.env.close
+    return run
+
+
+def sbx_training(experiment: Experiment, round_steps: int, cpus: int, progress=print) -> Workload:
+    """SBX (SB3 in JAX, its own process pinned to ``cpus`` CPUs) on ``experiment`` with SB3's
+    settings: one round is ``round_steps`` env steps of ``learn`` (``.updates``: updates alone).
+    The warm-up also compiles its update (at the first learning step or the first rollout's end)."""
+    from ddrl.bench.sbx import Worker
+
+    worker = Worker(
+        experiment.algorithm, experiment.toolkit, experiment.env,
+        sb3.hyperparameters(experiment), cpus,
+    )  # fmt: skip
+    worker.learn(2 * round_steps)
+
+    def run() -> tuple[int, float]:
+        steps, seconds = worker.learn(round_steps)
+        progress(f"  {experiment.algorithm} round (SBX): {seconds:.1f} s", flush=True)
+        return steps, seconds
+
+    run.updates = worker.updates
+    run.threads = cpus
+    run.close = worker.close
     return run
 
 

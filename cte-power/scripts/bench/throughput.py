@@ -4,19 +4,22 @@ Measures, in one run, each figure alternating with what it is judged against, ro
 - sampling: one env runner of the SAC config (1 env) and one of the PPO config (32 envs) against
   raw env stepping of as many envs (random actions, one process; the envs in turn);
 - per algorithm, end to end: our training (in a trial-like Ray actor, as Tune runs it) against
-  Stable-Baselines3 as installed, same hyperparameters and replay ratio (target 1.3x);
-- SAC/TD3, the gradient update alone: ours and SB3's against the FLOP limit, the matmul FLOPs
-  of one update at this machine's measured matmul rate on the learner's threads (target 70%);
+  Stable-Baselines3 as installed (target 1.3x) and against SBX, SB3 in JAX (target 1x), same
+  hyperparameters and replay ratio, the three in alternating rounds;
+- SAC/TD3, the gradient update alone: ours, SB3's and SBX's against the FLOP limit, the matmul
+  FLOPs of one update at this machine's measured matmul rate on the learner's threads (target 70%);
 - the peak memory of the largest process.
 Each ratio is the median of the per-round ratios (see ddrl.bench.throughput).
 
-Needs the benchmark requirements:  pip install -r scripts/bench/requirements-bench.txt
+Needs the benchmark requirements (SB3):  make install-bench   and SBX's own venv:  make install-sbx
+(or --peers sb3 to leave SBX out).
 
 Run from cte-power/:   python scripts/bench/throughput.py
 Writes the table to results/bench/throughput-<host>-<date>.csv (-2, -3, ... for a later run that day).
 """
 
 import argparse
+import functools
 import socket
 import sys
 import time
@@ -26,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ddrl import cli, paths
-from ddrl.bench import machine, throughput
+from ddrl.bench import machine, sbx, throughput
 from ddrl.envs import toolkits
 from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
 
@@ -38,6 +41,8 @@ LEARN_NOW = ["training.num_steps_sampled_before_learning_starts=256"]
 NO_EVALUATION = ["evaluation.evaluation_interval=null"]
 #: ours / SB3 as installed, end to end; sampling: against raw env stepping of as many envs
 TARGETS = {"sampling 1": 0.8, "sampling many": 0.95, "PPO": 1.3, "SAC": 1.3, "TD3": 1.3}
+SBX_TARGET = 1.0  # ours / SBX, end to end
+PEERS = {"sb3": "Stable-Baselines3", "sbx": "SBX"}
 UPDATE_TARGET = 0.7  # the off-policy update against the FLOP limit
 MEMORY_LIMIT_MIB = 2048
 
@@ -59,24 +64,28 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
         else experiment.checked_config.min_sample_timesteps_per_iteration
     )
     with throughput.PeakMemory() as memory, throughput.our_training(experiment) as ours:
-        peer = throughput.sb3_training(experiment, round_steps)
-        workloads = {"sb3": peer, "ours": ours}
-        rounds = throughput.interleave(workloads, args.rounds)
-        record(
-            f"{algorithm} Stable-Baselines3 as installed ({peer.threads} torch threads)",
-            rounds,
-            "sb3",
-        )
-        record(
-            f"{algorithm} end to end (ours, Ray/RLlib, learner on {ours.threads} torch threads), against SB3",
-            rounds,
-            "ours",
-            "sb3",
-            TARGETS[algorithm],
-        )
+        peers = {}
+        if "sb3" in args.peers:
+            peers["sb3"] = throughput.sb3_training(experiment, round_steps)
+        if "sbx" in args.peers:
+            peers["sbx"] = throughput.sbx_training(experiment, round_steps, ours.threads)
+        rounds = throughput.interleave({**peers, "ours": ours}, args.rounds)
+        for peer, run in peers.items():
+            kind = "as installed" if peer == "sb3" else "(JAX)"
+            record(f"{algorithm} {PEERS[peer]} {kind} ({run.threads} threads)", rounds, peer)
+        for peer in peers:
+            record(
+                f"{algorithm} end to end (ours, Ray/RLlib, learner on {ours.threads} torch threads), "
+                f"against {'SB3' if peer == 'sb3' else 'SBX'}",
+                rounds,
+                "ours",
+                peer,
+                TARGETS[algorithm] if peer == "sb3" else SBX_TARGET,
+            )
         if algorithm != "PPO":
-            measure_updates(algorithm, experiment, env_id, ours, peer, args, record)
-        peer.close()
+            measure_updates(algorithm, experiment, env_id, ours, peers, args, record)
+        for run in peers.values():
+            run.close()
     name, peak = memory.largest()
     rows.append(
         {
@@ -89,8 +98,8 @@ def measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows) -
     print(f"{algorithm} peak memory: {peak / 2**20:,.0f} MiB in {name}", flush=True)
 
 
-def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> None:
-    """Rounds of ``--updates`` gradient updates, ours and SB3's, alternating with rounds of
+def measure_updates(algorithm, experiment, env_id, ours, peers, args, record) -> None:
+    """Rounds of ``--updates`` gradient updates, ours and the peers', alternating with rounds of
     matmuls, counted as the updates per second their FLOPs would allow (the limit)."""
     training = experiment.rllib["training"]
     env = toolkits.make_env(TOOLKIT, env_id)
@@ -106,14 +115,10 @@ def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> 
         flops, seconds = matmul()
         return flops / gflop, seconds
 
-    rounds = throughput.interleave(
-        {
-            "limit": limit,
-            "ours": lambda: ours.updates(args.updates),
-            "sb3": lambda: peer.updates(args.updates),
-        },
-        args.rounds,
-    )
+    workloads = {"limit": limit, "ours": lambda: ours.updates(args.updates)}
+    for peer, run in peers.items():
+        workloads[peer] = functools.partial(run.updates, args.updates)
+    rounds = throughput.interleave(workloads, args.rounds)
     unit = "updates/s"
     print(
         f"{algorithm} update: {gflop:.2f} GFLOP (batch {training['train_batch_size_per_learner']}); "
@@ -126,13 +131,11 @@ def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> 
         "limit",
         unit=unit,
     )
-    record(
-        f"{algorithm} update, Stable-Baselines3, against the FLOP limit",
-        rounds,
-        "sb3",
-        "limit",
-        unit=unit,
-    )
+    for peer in peers:
+        record(
+            f"{algorithm} update, {PEERS[peer]}, against the FLOP limit",
+            rounds, peer, "limit", unit=unit,
+        )  # fmt: skip
     record(
         f"{algorithm} update, ours, against the FLOP limit",
         rounds,
@@ -141,7 +144,9 @@ def measure_updates(algorithm, experiment, env_id, ours, peer, args, record) -> 
         UPDATE_TARGET,
         unit=unit,
     )
-    record(f"{algorithm} update, ours, against SB3", rounds, "ours", "sb3", unit=unit)
+    for peer in peers:
+        short = "SB3" if peer == "sb3" else "SBX"
+        record(f"{algorithm} update, ours, against {short}", rounds, "ours", peer, unit=unit)
 
 
 @cli.report_errors
@@ -150,6 +155,13 @@ def main(argv=None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument(
+        "--peers",
+        nargs="+",
+        default=list(PEERS),
+        choices=list(PEERS),
+        help="whom ours is measured against (default: both; sbx needs `make install-sbx`)",
+    )
     parser.add_argument(
         "--rounds",
         type=cli.whole(1, 1000),
@@ -191,6 +203,8 @@ def main(argv=None) -> int:
         "after it when that exists)",
     )
     args = parser.parse_args(argv)
+    if "sbx" in args.peers:
+        sbx.python()  # its venv is there, or one line now instead of after the sampling rounds
     rllib_config.quiet_rllib_notices()
     rows = []
     host = machine.describe()  # every ratio below holds for this CPU, not for every CPU
