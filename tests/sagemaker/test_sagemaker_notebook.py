@@ -114,6 +114,11 @@ def test_notebook_runs_end_to_end_offline(moto_server, tmp_path):
     source_prefix = result["source"].split(result["bucket"] + "/", 1)[1]
     checkpoint_prefix = result["checkpoints"].split(result["bucket"] + "/", 1)[1]
     job = result["job"]
+    # everything the run wrote is under PREFIX, where CLEAN_UP_DATA deletes it: the SDK's staged
+    # drivers (sm_drivers) once went under each job's base name, outside it
+    run_prefix = prefix.split("/", 1)[0] + "/"
+    assert keys and not [k for k in keys if not k.startswith(run_prefix)]
+    assert any(k.startswith(f"{run_prefix}jobs-input/") and "sm_drivers" in k for k in keys)
     # uploads: the staged source, the job's inputs, checkpoints while training, videos, the artifacts
     assert {
         f"{source_prefix}train-humanoid-ppo.py",

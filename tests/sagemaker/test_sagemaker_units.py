@@ -308,6 +308,59 @@ def test_cost_estimates_say_when_their_prices_are_from_and_take_todays(monkeypat
     )
 
 
+def test_the_evaluation_and_endpoint_instances_have_prices_and_estimates(monkeypatch):
+    """Their cost lines once said "a price not in the table", and the endpoint had none."""
+    monkeypatch.setattr(costs, "PRICES", {})
+    # a CPU family's price is proportional to its vCPUs: a quarter, an eighth of ml.c5.4xlarge's
+    assert costs.hourly_price("ml.c5.xlarge") == pytest.approx(0.952 / 4)
+    assert costs.hourly_price("ml.c5.large") == pytest.approx(0.952 / 8)
+    estimate = costs.estimate_cost("ml.c5.xlarge", 1, 1, False)
+    assert "$0.24 on demand" in estimate and "4/16 of ml.c5.4xlarge's price" in estimate, estimate
+    endpoint = costs.estimate_endpoint("ml.c5.large")
+    assert "$0.119/h" in endpoint and "$2.86 a day" in endpoint and "section 10" in endpoint
+    # GPU sizes are not proportional, and an unknown family has no price: said, never guessed
+    assert costs.hourly_price("ml.g4dn.xlarge") is None
+    assert costs.hourly_price("ml.m5.xlarge") is None
+    assert "no price in the table" in costs.estimate_endpoint("ml.g4dn.xlarge")
+    costs.use_prices({"ml.c5.large": 0.1})  # today's price wins over a derived one
+    assert "$0.100/h" in costs.estimate_endpoint("ml.c5.large")
+    set_up = notebook_cells()["import json"]
+    assert "costs.estimate_endpoint(ENDPOINT_INSTANCE_TYPE)" in set_up
+    assert "costs.estimate_cost(EVAL_INSTANCE_TYPE" in set_up
+
+
+def test_evaluation_and_serving_on_cpu_instances_get_the_cpu_image():
+    """A GPU training job's -gpu image (several GB of CUDA) was reused on ml.c5 instances."""
+    from sagemaker_notebook import image
+
+    repo = "123.dkr.ecr.us-west-2.amazonaws.com/ddrl"
+    assert image.image_uri(repo, "abc", "ml.g4dn.4xlarge") == f"{repo}:abc-gpu"
+    assert image.image_uri(repo, "abc", "ml.c5.xlarge") == f"{repo}:abc"
+    needed = image.images_for(repo, "abc", ["ml.g4dn.4xlarge", "ml.c5.xlarge", "ml.c5.large"])
+    assert needed == {f"{repo}:abc": False, f"{repo}:abc-gpu": True}
+    assert image.images_for(repo, "abc", ["ml.c5.4xlarge", "ml.c5.xlarge"]) == {
+        f"{repo}:abc": False
+    }
+    cells = notebook_cells()
+    assert "image_uri=EVAL_IMAGE_URI" in cells["if EVALUATE:"]
+    assert '"Image": ENDPOINT_IMAGE_URI' in cells["ENDPOINT = None"]
+
+
+def test_docker_builds_on_sagemaker_studios_network_there_only(tmp_path):
+    """Studio's Docker allows only --network sagemaker (sagemaker-python-sdk#5147)."""
+    from sagemaker_notebook import image
+
+    studio, notebook_instance = tmp_path / "studio.json", tmp_path / "instance.json"
+    studio.write_text(json.dumps({"DomainId": "d-abc", "SpaceName": "s", "AppType": "JupyterLab"}))
+    notebook_instance.write_text(json.dumps({"ResourceName": "nb", "ResourceArn": "arn:x"}))
+    assert image.docker_network(studio) == "sagemaker"
+    assert image.docker_network(notebook_instance) is None
+    assert image.docker_network(tmp_path / "none.json") is None
+    build, _ = image.build_commands("x/y:1", gpu=False, network="sagemaker")
+    assert build[build.index("--network") + 1] == "sagemaker"
+    assert "--network" not in image.build_commands("x/y:1", gpu=False)[0]
+
+
 def notebook_cells() -> dict[str, str]:
     """The notebook's code cells by their first line."""
     import json as _json
@@ -1076,3 +1129,78 @@ def test_the_notebook_finds_its_job_by_its_runs_own_base_name(offline_aws):
     )
     with pytest.raises(UserError, match="no training job named"):
         jobs.newest_job(sm, "ddrl-humanoid-sac-20260101-000000")
+
+
+def _distribution_closure(names: set[str]) -> set[str]:
+    """``names`` and every distribution they require, as installed here (extras left out)."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen, todo = set(), [canonicalize_name(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(requirement.name))
+    return seen
+
+
+def test_the_notebook_driving_aws_imports_nothing_beyond_its_lean_requirements():
+    """The notebook side once needed the whole training stack (Ray, CUDA torch) on a notebook
+    instance: every import of the notebook's cells must come from requirements-aws.txt (and what
+    it requires) or the pipeline's own packages. In a child interpreter, importing anything else
+    installed here fails."""
+    import ast
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lean = {
+        Requirement(line.split("#")[0]).name
+        for line in (PIPELINE / "requirements-aws.txt").read_text().splitlines()
+        if line.split("#")[0].strip()
+    }
+    allowed = _distribution_closure(lean)
+    ours = {"ddrl", "sagemaker_rl", "sagemaker_notebook", "sagemaker_offline"}
+    blocked = sorted(
+        module
+        for module, dists in metadata.packages_distributions().items()
+        if not any(canonicalize_name(d) in allowed for d in dists) and module not in ours
+    )
+    assert {"ray", "torch", "pybullet", "gymnasium"} <= set(blocked)
+    assert "sagemaker" not in blocked and "boto3" not in blocked
+    imports = "\n".join(  # every import of every code cell (those of DEPLOY's local branch too)
+        ast.unparse(node)
+        for cell in notebook_cells().values()
+        for node in ast.walk(ast.parse(cell))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and getattr(node, "module", None) != "IPython.display"  # Jupyter's own
+    )
+    child = f"""
+import importlib.abc, sys
+BLOCKED = set({blocked!r})  # installed here, not by the lean requirements
+class Lean(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"not in the lean install: {{name}}")
+sys.meta_path.insert(0, Lean())
+exec({imports!r})
+from sagemaker_notebook import account, cleanup, costs, image, jobs, monitoring, parameters
+print(image.image_uri("r", "t", "ml.g5.xlarge"), costs.estimate_endpoint("ml.c5.large")[:30])
+print("lean ok")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=300, cwd=PIPELINE
+    )
+    assert proc.returncode == 0 and "lean ok" in proc.stdout, proc.stderr[-3000:]

@@ -25,14 +25,49 @@ def use_prices(prices: dict[str, float]) -> None:
     PRICES.update(prices)
 
 
+#: vCPUs of the CPU sizes (``ml.<family>.<size>``): within a CPU family, SageMaker's price is
+#: proportional to them (ml.c5.4xlarge costs four ml.c5.xlarge); GPU families are not.
+_SIZE_VCPUS = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "9xlarge": 36,
+               "12xlarge": 48, "18xlarge": 72, "24xlarge": 96}  # fmt: skip
+
+
 def hourly_price(instance_type: str) -> float | None:
-    return PRICES.get(instance_type, INSTANCE_PRICES.get(instance_type))
+    """USD per hour: ``PRICES``, else the table, else scaled from a table entry of the same CPU
+    family by vCPUs (``derived_from`` says which), else None."""
+    if instance_type in PRICES or instance_type in INSTANCE_PRICES:
+        return PRICES.get(instance_type, INSTANCE_PRICES.get(instance_type))
+    source = derived_from(instance_type)
+    if source is None:
+        return None
+    size, source_size = instance_type.split(".")[-1], source.split(".")[-1]
+    return hourly_price(source) * _SIZE_VCPUS[size] / _SIZE_VCPUS[source_size]
+
+
+def derived_from(instance_type: str) -> str | None:
+    """The priced instance type of the same CPU family that ``instance_type``'s price is scaled
+    from, where it has none of its own."""
+    from sagemaker_notebook.parameters import is_gpu_instance
+
+    family, _, size = instance_type.rpartition(".")
+    if instance_type in PRICES or instance_type in INSTANCE_PRICES:
+        return None
+    if is_gpu_instance(instance_type) or size not in _SIZE_VCPUS:
+        return None
+    priced = [k for k in [*PRICES, *INSTANCE_PRICES] if k.rpartition(".")[0] == family]
+    priced = [k for k in priced if k.rpartition(".")[2] in _SIZE_VCPUS]
+    return priced[0] if priced else None
 
 
 def _as_of(instance_types) -> str:
+    derived = [
+        f"{kind}: {_SIZE_VCPUS[kind.split('.')[-1]]}/{_SIZE_VCPUS[source.split('.')[-1]]} of "
+        f"{source}'s price"
+        for kind in instance_types
+        if (source := derived_from(kind))
+    ]
     if all(kind in PRICES for kind in instance_types):
         return "PRICES given in the notebook"
-    return PRICES_AS_OF + "; set PRICES for today's"
+    return "; ".join([PRICES_AS_OF, *derived, "set PRICES for today's"])
 
 
 def estimate_cost(instance_type: str, count: int, hours: float, spot: bool) -> str:
@@ -48,6 +83,21 @@ def estimate_cost(instance_type: str, count: int, hours: float, spot: bool) -> s
             f", about ${cost * (1 - SPOT_SAVING):.2f} with managed spot (~{SPOT_SAVING:.0%} saving)"
         )
     return f"{text} ({_as_of([instance_type])})"
+
+
+def estimate_endpoint(instance_type: str) -> str:
+    """An endpoint bills its instance per hour for as long as it exists."""
+    price = hourly_price(instance_type)
+    if price is None:
+        return (
+            f"endpoint on {instance_type}: no price in the table; give one in PRICES "
+            "(SageMaker pricing page, real-time inference)"
+        )
+    return (
+        f"endpoint on {instance_type}: about ${price:.3f}/h, ${price * 24:.2f} a day, while it "
+        f"exists: section 10 deletes it ({_as_of([instance_type])}; the table's are training "
+        "prices, real-time inference has its own list)"
+    )
 
 
 def job_cost(description: dict, mode: str) -> str:

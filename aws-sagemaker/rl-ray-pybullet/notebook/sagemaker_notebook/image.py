@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 from ddrl.errors import UserError
+from sagemaker_notebook.account import SAGEMAKER_NOTEBOOK_METADATA
 from sagemaker_notebook.parameters import PIPELINE_DIR, REPO_DIR
 
 
@@ -47,12 +49,34 @@ def image_tag() -> str:
     return digest.hexdigest()[:12]
 
 
-def build_commands(image_uri: str, gpu: bool) -> list[list[str]]:
+def image_uri(repository_uri: str, tag: str, instance_type: str) -> str:
+    """The image an instance type runs: the CUDA build (``-gpu``) on GPU instances, else the CPU
+    build, several GB smaller to pull (an evaluation or an endpoint on a CPU instance after a GPU
+    training job gets the CPU one)."""
+    from sagemaker_notebook.parameters import is_gpu_instance
+
+    return f"{repository_uri}:{tag}{'-gpu' if is_gpu_instance(instance_type) else ''}"
+
+
+def docker_network(metadata_file: Path = SAGEMAKER_NOTEBOOK_METADATA) -> str | None:
+    """The network ``docker build`` needs here: SageMaker Studio's Docker allows only its
+    ``sagemaker`` network (a Studio space's metadata file names its domain); elsewhere Docker's own."""
+    import json
+
+    try:
+        return "sagemaker" if "DomainId" in json.loads(metadata_file.read_text()) else None
+    except (OSError, ValueError):
+        return None
+
+
+def build_commands(image_uri: str, gpu: bool, network: str | None = None) -> list[list[str]]:
     """``docker build`` (from the repository root: the image takes the shared core) and ``docker push``."""
     # SageMaker runs x86-64 (amd64) images: said explicitly, so that a build on an Apple-silicon
     # laptop does not make an arm64 image that fails on AWS
     build = ["docker", "build", "--platform", "linux/amd64", "-f", str(PIPELINE_DIR / "Dockerfile")]
     build += ["-t", image_uri]
+    if network:
+        build += ["--network", network]
     if not gpu:  # CPU instances: torch's CPU wheel (a smaller image); GPU ones take the CUDA build
         build += ["--build-arg", "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"]
     return [build + [str(REPO_DIR)], ["docker", "push", image_uri]]
@@ -73,7 +97,7 @@ def check_pushed(ecr, image_uri: str) -> None:
         ) from None
 
 
-def build_and_push(ecr, image_uri: str, gpu: bool) -> None:
+def build_and_push(ecr, image_uri: str, gpu: bool, network: str | None = None) -> None:
     import base64
 
     if shutil.which("docker") is None:
@@ -88,6 +112,13 @@ def build_and_push(ecr, image_uri: str, gpu: bool) -> None:
         input=password.encode(),
         check=True,
     )
-    for command in build_commands(image_uri, gpu):
+    for command in build_commands(image_uri, gpu, network):
         print("$", " ".join(command), flush=True)
         subprocess.run(command, check=True)
+
+
+def images_for(repository_uri: str, tag: str, instance_types) -> dict[str, bool]:
+    """The images the run's instance types need (URI -> GPU build?): a GPU training job with an
+    evaluation or endpoint on CPU instances needs both builds."""
+    uris = {image_uri(repository_uri, tag, kind) for kind in instance_types}
+    return {uri: uri.endswith("-gpu") for uri in sorted(uris)}

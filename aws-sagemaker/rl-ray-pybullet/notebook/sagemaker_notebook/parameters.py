@@ -103,7 +103,11 @@ class Parameters:
 
     @property
     def gpu(self) -> bool:
-        return self.instance_type.startswith(GPU_FAMILIES)
+        return is_gpu_instance(self.instance_type)
+
+
+def is_gpu_instance(instance_type: str) -> bool:
+    return instance_type.startswith(GPU_FAMILIES)
 
 
 #: the region offline runs use when no AWS profile or environment names one
