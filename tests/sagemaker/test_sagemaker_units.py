@@ -443,36 +443,66 @@ def test_local_mode_runs_the_sdk_driver_which_rejects_dotted_hyperparameters(off
     assert not any(line.startswith("ddrl-sagemaker:") for line in lines), "our code never ran"
 
 
-def test_a_gpu_instance_whose_gpus_torch_cannot_use_warns_and_trains_on_cpu():
+def test_a_gpu_instance_whose_gpus_torch_cannot_use_fails_unless_the_job_asks_for_cpu():
+    """It once warned and trained on CPU at GPU prices."""
     from sagemaker_rl.contract import num_gpus
 
     warnings = []
-    # SageMaker says 1 GPU (it counts them with nvidia-smi); this torch sees none
-    assert (
-        num_gpus(
-            {"SM_NUM_GPUS": "1", "SM_CURRENT_INSTANCE_TYPE": "ml.g4dn.4xlarge"}, warnings.append
-        )
-        == 0
+    # SageMaker says 1 GPU (it counts them with nvidia-smi); this torch sees none: the job fails,
+    # saying why and what to do, with the stack it found
+    for env in (
+        {"SM_NUM_GPUS": "1", "SM_CURRENT_INSTANCE_TYPE": "ml.g4dn.4xlarge"},
+        {"SM_CURRENT_INSTANCE_TYPE": "ml.g5.xlarge"},  # no SM_NUM_GPUS, a GPU type
+        # SM_NUM_GPUS=0 on a GPU type: the container got no GPU (no NVIDIA runtime), not trusted
+        {"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.g5.xlarge"},
+    ):
+        with pytest.raises(UserError) as error:
+            num_gpus(env, warnings.append)
+        message = str(error.value)
+        assert env["SM_CURRENT_INSTANCE_TYPE"] in message and "torch can use 0" in message
+        assert "learners__num_gpus_per_learner=0" in message and "torch 2.13" in message
+    # the instance type from the job's resource config where the variable is missing
+    with pytest.raises(UserError, match="ml.g6.xlarge"):
+        num_gpus({}, warnings.append, instance_type="ml.g6.xlarge")
+    # the job asked for a CPU learner: a warning, and it goes on
+    env = {"SM_NUM_GPUS": "1", "SM_CURRENT_INSTANCE_TYPE": "ml.g4dn.4xlarge"}
+    assert num_gpus(env, warnings.append, cpu_learner=True) == 0
+    assert len(warnings) == 1 and "training runs on CPU" in warnings[0]
+    # a CPU instance: nothing to say
+    assert num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.c5.4xlarge"}) == 0
+    assert len(warnings) == 1
+
+
+def test_the_job_reports_its_gpu_stack_and_the_host_driver(tmp_path):
+    import torch
+
+    from sagemaker_rl import contract
+
+    version = tmp_path / "version"
+    version.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 06:54:38 UTC 2025\n"
     )
-    assert (
-        len(warnings) == 1 and "ml.g4dn.4xlarge" in warnings[0] and "torch can use 0" in warnings[0]
-    )
-    # no SM_NUM_GPUS, but a GPU instance type: still a warning
-    assert num_gpus({"SM_CURRENT_INSTANCE_TYPE": "ml.p3.2xlarge"}, warnings.append) == 0
-    assert len(warnings) == 2
-    # SM_NUM_GPUS=0 on a GPU instance type: the container got no GPU (no NVIDIA runtime
-    # variables), which is said, not trusted
-    assert (
-        num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.g5.xlarge"}, warnings.append)
-        == 0
-    )
-    assert len(warnings) == 3 and "ml.g5.xlarge" in warnings[2]
-    # a CPU instance: no warning
-    assert (
-        num_gpus({"SM_NUM_GPUS": "0", "SM_CURRENT_INSTANCE_TYPE": "ml.c5.4xlarge"}, warnings.append)
-        == 0
-    )
-    assert len(warnings) == 3
+    assert contract.nvidia_driver(version) == "580.65.06"
+    assert contract.nvidia_driver(tmp_path / "none") is None
+    report = contract.gpu_report()
+    assert report.startswith(f"torch {torch.__version__} (")
+    cuda = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "no CUDA build"
+    assert cuda in report and "NVIDIA driver " in report
+    assert ("GPU 0: " in report) == torch.cuda.is_available()
+
+
+def test_gpu_instances_too_old_for_the_images_torch_are_refused_before_anything_starts():
+    from sagemaker_notebook.parameters import Parameters
+
+    for kind in ("ml.p3.2xlarge", "ml.p3.16xlarge", "ml.p2.xlarge"):
+        with pytest.raises(UserError, match=f"INSTANCE_TYPE {kind}: .*compute capability 7.5"):
+            Parameters("ppo", "aws", kind, 1, False, "us-west-2", None).check()
+    with pytest.raises(UserError, match="SAMPLER_INSTANCE_TYPE ml.p3.2xlarge"):
+        Parameters(
+            "ppo", "aws", "ml.g5.xlarge", 1, False, "us-west-2", None, "ml.p3.2xlarge", 1
+        ).check()
+    for kind in ("ml.g4dn.4xlarge", "ml.g5.xlarge", "ml.p4d.24xlarge", "ml.c5.4xlarge"):
+        Parameters("ppo", "aws", kind, 1, False, "us-west-2", None).check()
 
 
 @pytest.mark.parametrize(

@@ -236,10 +236,14 @@ def num_cpus(environ: dict | None = None) -> int:
     return int(value) if value.isdigit() else len(os.sched_getaffinity(0))
 
 
-def num_gpus(environ: dict | None = None, warn=None) -> int:
+def num_gpus(
+    environ: dict | None = None, warn=None, cpu_learner: bool = False, instance_type: str = ""
+) -> int:
     """The GPUs training can use: those torch sees, at most SM_NUM_GPUS (what SageMaker says
-    the instance has). A GPU instance whose GPUs torch cannot use (a CPU-only torch wheel, no
-    NVIDIA driver or runtime in the image) gets a warning, not a silent CPU run."""
+    the instance has). A GPU instance whose GPUs torch cannot use (a CPU-only torch wheel, a CUDA
+    build newer than the host's driver, no NVIDIA runtime in the container) fails the job with
+    that as its FailureReason, instead of training on CPU at GPU prices; unless the job asked for
+    a CPU learner (``cpu_learner``), which is then warned about."""
     env = os.environ if environ is None else environ
     value = env.get("SM_NUM_GPUS", "")
     declared = int(value) if value.isdigit() else None
@@ -249,18 +253,56 @@ def num_gpus(environ: dict | None = None, warn=None) -> int:
         visible = torch.cuda.device_count()
     except ImportError:
         visible = 0
-    instance = env.get("SM_CURRENT_INSTANCE_TYPE", "")
+    instance = env.get("SM_CURRENT_INSTANCE_TYPE", "") or instance_type
     # SM_NUM_GPUS comes from nvidia-smi in the container: 0 on a GPU instance type means the
     # container got no GPU, not that the instance has none
     expected = max(declared or 0, 1 if instance.startswith(GPU_FAMILIES) else 0)
     if visible < expected:
+        problem = (
+            f"this instance ({instance or 'unknown type'}) has "
+            f"{declared if declared else 'some'} GPU(s) but torch can use {visible} "
+            f"({gpu_report()}): the image's torch is a CPU-only wheel, its CUDA build needs a "
+            "newer NVIDIA driver than the host's, or the container has no NVIDIA runtime"
+        )
+        if not cpu_learner:
+            raise UserError(
+                f"{problem}. Build the image for GPU instances (without TORCH_INDEX_URL), or set "
+                "the hyperparameter learners__num_gpus_per_learner=0 to train on its CPUs."
+            )
         (warn or (lambda line: print(line, flush=True)))(
-            f"warning: this instance ({instance or 'unknown type'}) has "
-            f"{declared if declared else 'some'} GPU(s) but torch can use {visible}: "
-            "the image's torch is a CPU-only wheel or the container has no NVIDIA runtime; training "
-            "runs on CPU. Build the image without TORCH_INDEX_URL (the CUDA wheel) for GPU instances.",
+            f"warning: {problem}; training runs on CPU, as learners__num_gpus_per_learner=0 asks."
         )
     return visible if declared is None else min(declared, visible)
+
+
+def nvidia_driver(version_file: Path = Path("/proc/driver/nvidia/version")) -> str | None:
+    """The host's NVIDIA kernel driver version, as the container sees it (None: no driver)."""
+    import re
+
+    try:
+        found = re.search(r"Kernel Module\s+([\d.]+)", version_file.read_text())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def gpu_report() -> str:
+    """What the job's GPU stack is, for the log's first lines: torch and the CUDA it was built
+    for, the host's driver, and each device torch can use with its compute capability (a CUDA 13
+    build has no kernels below 7.5 and needs driver 580 or newer)."""
+    try:
+        import torch
+    except ImportError:
+        return "no torch"
+    cuda = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "no CUDA build"
+    driver = nvidia_driver()
+    parts = [f"torch {torch.__version__} ({cuda})", f"NVIDIA driver {driver or 'not seen'}"]
+    if torch.version.cuda and torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            major, minor = torch.cuda.get_device_capability(index)
+            name = torch.cuda.get_device_name(index)
+            parts.append(f"GPU {index}: {name}, compute capability {major}.{minor}")
+    return "; ".join(parts)
 
 
 def host_ips(environ: dict | None = None) -> dict[str, str]:

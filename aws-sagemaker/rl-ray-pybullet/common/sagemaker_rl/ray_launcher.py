@@ -34,7 +34,7 @@ from pathlib import Path
 from ddrl import output
 from ddrl.errors import UserError
 from sagemaker_rl import hyperparameters as hp
-from sagemaker_rl.contract import Contract, num_cpus, num_gpus, resolve_host
+from sagemaker_rl.contract import Contract, gpu_report, num_cpus, num_gpus, resolve_host
 
 TOOLKIT = "pybullet-envs"
 
@@ -105,8 +105,12 @@ class Launcher:
         self.head = self.learner_group.hosts[0]
         self.rank = ([self.head] + [h for h in self.hosts if h != self.head]).index(self.host)
         self.cpus = self.options["ray_num_cpus"] or num_cpus()
+        say(f"devices: {gpu_report()}")
+        cpu_learner = f"{GPU_LEARNER}=0" in [o.replace(" ", "") for o in self.overrides]
         self.gpus = (
-            self.options["ray_num_gpus"] if self.options["ray_num_gpus"] is not None else num_gpus()
+            self.options["ray_num_gpus"]
+            if self.options["ray_num_gpus"] is not None
+            else num_gpus(cpu_learner=cpu_learner, instance_type=contract.instance_type)
         )
         self.multi_node = len(self.hosts) > 1
 

@@ -56,6 +56,15 @@ class Parameters:
                 raise UserError(
                     f"{name} {kind!r}: SageMaker instance types start with 'ml.' (e.g. ml.c5.4xlarge)."
                 )
+        for name, kind in (("INSTANCE_TYPE", self.instance_type),
+                           ("SAMPLER_INSTANCE_TYPE", self.sampler_instance_type)):  # fmt: skip
+            if str(kind).startswith(TOO_OLD_GPUS):
+                raise UserError(
+                    f"{name} {kind}: its GPUs are older than the image's torch supports (the "
+                    "CUDA 13 build has no kernels below compute capability 7.5; ml.p3's V100 is "
+                    "7.0, ml.p2 and ml.g3 older). Use ml.g4dn (T4), ml.g5 (A10G), ml.g6 (L4), "
+                    "ml.p4d (A100) or ml.p5 (H100), or a CPU type."
+                )
         if self.sampler_instance_count and not self.sampler_instance_type:
             raise UserError(
                 "SAMPLER_INSTANCE_COUNT > 0 needs SAMPLER_INSTANCE_TYPE, e.g. ml.c5.4xlarge."
@@ -109,6 +118,9 @@ class Parameters:
 def is_gpu_instance(instance_type: str) -> bool:
     return instance_type.startswith(GPU_FAMILIES)
 
+
+#: GPU families below compute capability 7.5, which torch 2.13's CUDA 13 build cannot run on
+TOO_OLD_GPUS = ("ml.p2.", "ml.p3.", "ml.p3dn.", "ml.g3.", "ml.g3s.")
 
 #: the region offline runs use when no AWS profile or environment names one
 OFFLINE_REGION = "us-west-2"
