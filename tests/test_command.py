@@ -92,3 +92,21 @@ def test_the_one_name_number_parser(items, message):
         cli.pairs(items, cli.whole(1), "budget", "SAC=20000", names=("SAC", "TD3"))
     assert str(err.value) == message or str(err.value).startswith(message)
     assert cli.pairs(["SAC=5", "TD3=7"], cli.whole(1), "budget", "SAC=1") == {"SAC": 5, "TD3": 7}
+
+
+def test_version_and_show_the_resolved_settings(tmp_path):
+    from ddrl import __version__
+
+    proc = ddrl(tmp_path, "--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"ddrl {__version__}", proc.stderr
+    proc = ddrl(tmp_path, "train", "--config", "trainings/pybullet-envs/sac.yaml", "--show")
+    assert proc.returncode == 0, proc.stderr
+    import yaml
+
+    header, _, body = proc.stdout.partition("\n")
+    settings = yaml.safe_load(body)
+    assert header.startswith("# SAC on HumanoidBulletEnv-v0: every setting")
+    # the file's own values, and RLlib's defaults for what the file leaves out
+    assert settings["env_runner_cls"] == "LeanEnvRunner" and settings["gamma"] == 0.99
+    assert "num_gpus_per_learner" in settings and "clip_rewards" in settings
+    assert " at 0x" not in proc.stdout and not list(tmp_path.iterdir())

@@ -163,6 +163,11 @@ def train_parser(toolkit: str, default_config: str, description: str) -> argpars
         action="store_true",
         help="print the resolved config and resources; start nothing",
     )
+    parser.add_argument(
+        "--show",
+        action="store_true",
+        help="print every setting RLlib will run with, its defaults included; start nothing",
+    )
     return parser
 
 
@@ -180,6 +185,9 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
     experiment = validation.load_experiment(
         paths.resolve_config_path(args.config), toolkit, _overrides(args, env_config)
     )
+    if args.show:
+        print(_resolved_settings(experiment))
+        return 0
     experiment = validation.prepare(experiment, launch=not args.dry_run)
     results_dir = _results_dir(toolkit, args)
     resume = args.resume or (args.resume_if_exists and _has_state(results_dir / args.name))
@@ -200,6 +208,29 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
             f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
         ) from None
     return launch.train(experiment, path, resume=resume, granted=granted)
+
+
+def _resolved_settings(experiment) -> str:
+    """--show: RLlib's whole AlgorithmConfig of the experiment (its largest variant), as YAML:
+    what the experiment file sets and every default it leaves to RLlib."""
+    import enum
+
+    from ddrl.pipeline.experiment import dump_yaml
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, enum.Enum):
+            return value.value
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        return getattr(value, "__name__", None) or type(value).__name__  # classes, objects by name
+
+    settings = plain(experiment.checked_config.to_dict())
+    header = f"# {experiment.algorithm} on {experiment.env}: every setting, RLlib's defaults included"
+    return f"{header}\n{dump_yaml(settings)}"
 
 
 def _dry_run_report(experiment, needed, granted, path: Path) -> str:

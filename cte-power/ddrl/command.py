@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE.format(plots=", ".join(PLOTS), benches=", ".join(BENCHES)))
         return 0 if argv else 2
+    if argv == ["--version"]:
+        from ddrl import __version__
+
+        print(f"ddrl {__version__}")
+        return 0
     name, rest = argv[0], argv[1:]
     commands = {
         "train": train,
