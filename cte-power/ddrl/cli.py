@@ -229,7 +229,9 @@ def _resolved_settings(experiment) -> str:
         return getattr(value, "__name__", None) or type(value).__name__  # classes, objects by name
 
     settings = plain(experiment.checked_config.to_dict())
-    header = f"# {experiment.algorithm} on {experiment.env}: every setting, RLlib's defaults included"
+    header = (
+        f"# {experiment.algorithm} on {experiment.env}: every setting, RLlib's defaults included"
+    )
     return f"{header}\n{dump_yaml(settings)}"
 
 
