@@ -169,6 +169,28 @@ def test_learning_curves_draw_evaluation_returns_dashed_beside_training():
         and evaluation.get_color() == lines["SAC, training (n=2)"].get_color()
     )
     assert max(evaluation.get_ydata()) == 16.0, "evaluation rounds only (every other iteration)"
+    # a few rounds are drawn as points (markers) at the rounds themselves
+    assert evaluation.get_marker() == "o"
+    assert list(evaluation.get_xdata()) == [2000, 4000, 6000, 8000]
+
+
+def test_a_single_evaluation_round_is_a_point_and_the_panels_share_one_y_label():
+    """make demo's figure once showed its one evaluation round as a stray dash beside the legend,
+    and the right panel's y label ran through its title."""
+    rows = [
+        {"experiment": "e", "trial": "t", "algorithm": "SAC", "env": "X", "iteration": i,
+         "env_steps": 1000 * i, "time_total_s": 10.0 * i, "return_mean": float(i),
+         "eval_return": 5.0 if i == 10 else None}
+        for i in range(1, 21)
+    ]  # fmt: skip
+    figure = plotting.learning_curves(pd.DataFrame(rows))
+    by_steps, by_time = figure.axes
+    for ax in (by_steps, by_time):
+        evaluation = series_of(ax)["SAC, evaluation (n=1)"]
+        assert evaluation.get_marker() == "o" and list(evaluation.get_ydata()) == [5.0]
+    assert by_steps.get_ylabel() and not by_time.get_ylabel()
+    assert by_time.get_shared_y_axes().joined(by_steps, by_time)
+    assert by_steps.get_legend() is not None and by_time.get_legend() is None
 
 
 def test_plot_time_with_the_thesis_has_both_series_and_the_ideal_line(tmp_path):

@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 from ddrl.errors import UserError  # noqa: E402
 
 SERIES_STYLE = {"CPU only": {"marker": "o"}, "with GPU": {"marker": "s"}}
+SPARSE = 10  # a series of fewer points is drawn with markers
 
 
 def _band(ax, runs: list[pd.DataFrame], x: str, label: str, y: str = "return_mean", **style):
@@ -24,9 +25,18 @@ def _band(ax, runs: list[pd.DataFrame], x: str, label: str, y: str = "return_mea
         return None
     lows = [r[x].min() for r in runs]
     highs = [r[x].max() for r in runs]
-    grid = np.linspace(max(lows), min(highs), 200) if len(runs) > 1 else runs[0][x].to_numpy()
+    sparse = max(len(r) for r in runs) < SPARSE  # a few evaluation rounds: points, not dashes
+    if len(runs) == 1:
+        grid = runs[0][x].to_numpy()
+    elif sparse:  # the runs' own points within the range they all cover
+        grid = np.unique(np.concatenate([r[x].to_numpy() for r in runs]))
+        grid = grid[(grid >= max(lows)) & (grid <= min(highs))]
+    else:
+        grid = np.linspace(max(lows), min(highs), 200)
     curves = np.array([np.interp(grid, r[x], r[y]) for r in runs])
     mean = curves.mean(axis=0)
+    if sparse:
+        style = {"marker": "o", "markersize": 4, **style}
     (line,) = ax.plot(grid, mean, label=f"{label} (n={len(runs)})", **style)
     if len(runs) > 1:
         spread = curves.std(axis=0)
@@ -41,7 +51,7 @@ def learning_curves(summary: pd.DataFrame, group_by: str = "algorithm", title: s
         raise UserError(
             "the summaries hold no episode returns yet (no episode finished); train longer."
         )
-    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     longest = data["time_total_s"].max()
     scale, unit = (3600, "h") if longest > 7200 else (60, "min") if longest > 120 else (1, "s")
     has_eval = "eval_return" in data.columns and data["eval_return"].notna().any()
@@ -62,12 +72,11 @@ def learning_curves(summary: pd.DataFrame, group_by: str = "algorithm", title: s
                 )
     by_steps.set_xlabel("env steps")
     by_time.set_xlabel(f"wall-clock time ({unit})")
+    # one y label for both panels (a second one ran into the right panel's title)
+    by_steps.set_ylabel("mean episode return (last 100 episodes)")
     for ax in (by_steps, by_time):
-        ax.set_ylabel(
-            "mean episode return (last 100 episodes)" + ("; dashed: evaluation" if has_eval else "")
-        )
         ax.grid(alpha=0.3)
-        ax.legend()
+    by_steps.legend()  # the same lines in both panels: one legend (dashed: evaluation)
     fig.suptitle(title or f"Learning curves: {', '.join(sorted(data['env'].dropna().unique()))}")
     fig.tight_layout()
     return fig
