@@ -75,6 +75,10 @@ def test_summary_of_a_real_training_has_the_expected_rows_and_columns(summary_cs
         assert (trial["return_min"] <= trial["return_mean"]).all() and (
             trial["return_mean"] <= trial["return_max"]
         ).all()
+    # the humanoid's forward distance beside the return, over the same episodes
+    assert "distance_mean" in table.columns and "eval_distance" in table.columns
+    assert table["distance_mean"].notna().equals(table["return_mean"].notna())
+    assert table["distance_mean"].dropna().abs().lt(5).all(), "a falling humanoid: metres, not km"
     # RLlib's timers are moving averages: compare them with its (equally smoothed) iteration timer
     assert (table["sampling_s"] + table["learning_s"] <= table["timer_iteration_s"] * 1.02).all()
     assert (table["sampling_s"] > 0).all() and (table["learning_s"] > 0).all()

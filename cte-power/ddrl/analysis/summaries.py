@@ -24,6 +24,9 @@ METRICS = {
     "return_mean": results.MEAN_RETURN,  # the last 100 episodes (ddrl.pipeline.callbacks)
     "episodes_in_window": results.EPISODES_IN_WINDOW,
     "eval_return": results.EVAL_RETURN,
+    # metres walked forward, the same episodes (locomotion envs; empty elsewhere)
+    "distance_mean": results.MEAN_DISTANCE,
+    "eval_distance": results.EVAL_DISTANCE,
     "return_min": "env_runners/episode_return_min",
     "return_max": "env_runners/episode_return_max",
     "episode_len_mean": "env_runners/episode_len_mean",
