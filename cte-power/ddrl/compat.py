@@ -114,6 +114,16 @@ def edit_tune_trials(experiment: Path, edit) -> None:
             state_file.write_text(json.dumps(state))
 
 
+def set_trial_resources(trial: dict, placement) -> None:
+    """Put ``placement`` (a ``PlacementGroupFactory``) as the resources Tune reserves for a trial
+    of its saved state (``edit_tune_trials``' ``trial``): Tune keeps them pickled, in hex."""
+    with _private("ray", "Tune's saved trial (its pickled placement_group_factory)"):
+        import cloudpickle
+        from ray._common.utils import binary_to_hex
+
+        trial["placement_group_factory"] = binary_to_hex(cloudpickle.dumps(placement))
+
+
 def drop_pending_trial_decisions(experiment: Path) -> list[str]:
     """Forget the trial decisions Tune's controller had pending when it saved its state, and
     return the ids of the trials that had one.

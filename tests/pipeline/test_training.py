@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import (
     CTE_POWER,
     TINY_PPO,
@@ -113,7 +114,7 @@ def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_ch
     proc = run_script(TRAIN_BULLET, *run, *extend, *changed, timeout=300)
     assert proc.returncode == 2
     assert "cannot resume" in proc.stderr and "changed: training" in proc.stderr
-    assert "only checkpoint and stop may change" in proc.stderr
+    assert "only checkpoint, stop and the env runners' layout" in proc.stderr
 
 
 def test_ppo_learns_inverted_pendulum(tmp_path):
@@ -584,3 +585,65 @@ def test_a_resume_keeps_only_the_newest_sessions_tune_state(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [names[1], names[1] + ".good", names[3], names[3] + ".good"]
     )
+
+
+def test_a_resume_may_change_the_layout_of_env_runners_never_the_learning_settings(tmp_path):
+    """A long run paused on a small machine continues on a larger one with more env runners:
+    the trial continues from its checkpoint (observation filter and reward scaling included) with
+    the new number of runners; a changed learning setting is still refused."""
+    run = [
+        *TINY_PPO,
+        "--results-dir", tmp_path, "--name", "layout",
+        "--set", "env_runners.observation_filter=MeanStdFilter",
+        "--set", "training.reward_scaling=true",
+        "--set", "env_runners.num_cpus_per_env_runner=0.5",
+        "--set", "checkpoint.at_end=true",
+    ]  # fmt: skip
+    proc = run_script(
+        TRAIN_BULLET, *run, "--set", "stop.iterations=2",
+        "--set", "env_runners.num_env_runners=1", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trial = only_trial(tmp_path / "layout")
+
+    refused = run_script(
+        TRAIN_BULLET, *run, "--set", "stop.iterations=3", "--set", "env_runners.num_env_runners=2",
+        "--set", "training.lr=1.0e-3", "--resume", timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "changed: stop, training;" in refused.stderr and "num_env_runners" in refused.stderr
+
+    proc = run_script(
+        TRAIN_BULLET, *run, "--set", "stop.iterations=3",
+        "--set", "env_runners.num_env_runners=2", "--resume", timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resuming with a new layout: num_env_runners 1 -> 2" in proc.stdout
+    rows = results_of(trial)
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3], "continued, not started over"
+    assert [r["config"]["num_env_runners"] for r in rows] == [1, 1, 2]
+    assert rows[2]["num_env_steps_sampled_lifetime"] > rows[1]["num_env_steps_sampled_lifetime"]
+    # the saved settings are the new layout's, so that the next resume compares with them
+    saved = yaml.safe_load((tmp_path / "layout" / "experiment.yaml").read_text())
+    assert saved["env_runners"]["num_env_runners"] == 2
+
+
+def test_an_experiment_moved_elsewhere_resumes_from_its_checkpoint(tmp_path):
+    """Tune's state names checkpoints by absolute path. A run committed on one machine and
+    cloned on another has them in a folder that path no longer names: its checkpoints were once
+    taken for missing there, set aside, and the trial started over."""
+    first, moved = tmp_path / "machine-a", tmp_path / "machine-b"
+    run = [*TINY_PPO, "--name", "moved", "--set", "checkpoint.at_end=true"]
+    proc = run_script(
+        TRAIN_BULLET, *run, "--results-dir", first, "--set", "stop.iterations=2", timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shutil.move(first, moved)  # the first machine's folder is gone
+    proc = run_script(
+        TRAIN_BULLET, *run, "--results-dir", moved, "--set", "stop.iterations=3", "--resume",
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "incomplete" not in proc.stdout and "starts over" not in proc.stdout, proc.stdout
+    trial = only_trial(moved / "moved")
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3]

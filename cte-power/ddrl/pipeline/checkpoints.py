@@ -66,7 +66,7 @@ def set_aside_incomplete(experiment: Path) -> list[str]:
     said = []
 
     def drop(trial, runtime, manager) -> bool:
-        lines = _drop_incomplete(manager) if manager is not None else []
+        lines = _drop_incomplete(manager, Path(experiment)) if manager is not None else []
         said.extend(lines)
         return bool(lines)
 
@@ -85,11 +85,18 @@ def set_aside_incomplete(experiment: Path) -> list[str]:
     return said
 
 
-def _drop_incomplete(manager) -> list[str]:
+def here(experiment: Path, saved_path: str) -> Path:
+    """Where a checkpoint that Tune's state names is now: Tune saves absolute paths, and an
+    experiment that moved (a committed run cloned on another machine) has it in its own folder."""
+    saved = Path(saved_path)
+    return Path(experiment) / saved.parent.name / saved.name
+
+
+def _drop_incomplete(manager, experiment: Path) -> list[str]:
     lines = []
     latest = compat.latest_checkpoint(manager)
     while latest is not None:
-        path = Path(latest.checkpoint.path)
+        path = here(experiment, latest.checkpoint.path)
         why = problem(path)
         if why is None:
             break

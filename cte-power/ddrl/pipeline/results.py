@@ -128,12 +128,18 @@ def check_can_start(
         for k in set(saved) | set(current)
         if k not in ("source", "name") and saved.get(k) != current.get(k)
     )
+    layout = layout_change(saved, current)
+    if layout:  # env_runners changed only in how many run, on how many CPUs
+        changed.remove("env_runners")
     if set(changed) - RESUMABLE_CHANGES:
         raise CannotStartHere(
             f"cannot resume {path} with different settings (changed: {', '.join(changed)}; only "
-            f"{' and '.join(sorted(RESUMABLE_CHANGES))} may change on --resume). Resume with the same config and "
+            f"{', '.join(sorted(RESUMABLE_CHANGES))} and the env runners' layout "
+            f"({', '.join(LAYOUT_KEYS)}) may change on --resume). Resume with the same config and "
             f"--set values (saved in {saved_file}), or start a new --name."
         )
+    if layout:
+        print(f"resuming with a new layout: {layout}", flush=True)
     if "stop" in changed:
         print(
             f"resuming with a new stop criterion: {saved.get('stop')} -> {current['stop']}",
@@ -147,5 +153,25 @@ def check_can_start(
 
 
 #: What ``--resume`` may change: how long to train (a finished run can be extended) and how
-#: often, and how many, checkpoints are kept.
+#: often, and how many, checkpoints are kept; and the layout (``LAYOUT_KEYS``).
 RESUMABLE_CHANGES = {"stop", "checkpoint"}
+#: The layout: how many env runners sample and the CPUs each takes. A resume on a larger machine
+#: may change them; the learning settings (the train batch, minibatches, envs per runner...) stay.
+LAYOUT_KEYS = ("num_env_runners", "num_cpus_per_env_runner")
+
+
+def layout_change(saved: dict, current: dict) -> str:
+    """The env-runner layout change between two experiment files (``'num_env_runners 2 -> 14'``),
+    or '' when their ``env_runners`` groups are equal or differ in more than the layout."""
+    before, after = saved.get("env_runners") or {}, current.get("env_runners") or {}
+
+    def rest(runners: dict) -> dict:
+        return {k: v for k, v in runners.items() if k not in LAYOUT_KEYS}
+
+    if before == after or rest(before) != rest(after):
+        return ""
+    return ", ".join(
+        f"{key} {before.get(key, 'default')} -> {after.get(key, 'default')}"
+        for key in LAYOUT_KEYS
+        if before.get(key) != after.get(key)
+    )

@@ -217,6 +217,34 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) ->
     return reopened
 
 
+def change_layout(path: Path, experiment, algo_class) -> int:
+    """Carry a resume's env-runner layout (``results.LAYOUT_KEYS``: how many runners, how many
+    CPUs each) into Tune's saved trials, which Tune rebuilds each trial from: its config and the
+    resources it reserves. The learning settings are the saved ones (``check_can_start``), and
+    the checkpoint restores the learner, the observation filter and the reward scaling whatever
+    the number of runners. Returns how many trials changed."""
+    from ddrl.pipeline.results import LAYOUT_KEYS
+
+    config = experiment.checked_config
+    layout = {key: getattr(config, key) for key in LAYOUT_KEYS}
+    placement = algo_class.default_resource_request(config)
+    changed = 0
+
+    def edit(trial, runtime, manager) -> bool:
+        nonlocal changed
+        configs = [trial.get("config") or {}, trial.get("_Trial__unresolved_config") or {}]
+        if all(c.get(k) == v for c in configs for k, v in layout.items()):
+            return False
+        for saved in configs:
+            saved.update(layout)
+        compat.set_trial_resources(trial, placement)
+        changed += 1
+        return True
+
+    compat.edit_tune_trials(path, edit)
+    return changed
+
+
 def last_logged_result(trial_dir: Path) -> dict | None:
     """The last whole line of a trial's ``result.json`` (None without one)."""
     import json
@@ -431,6 +459,8 @@ def run(
         reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
         if reopened:
             say(f"{reopened} finished trial(s) continue from their latest checkpoint")
+        if experiment.checked_config is not None and change_layout(path, experiment, algo_class):
+            say("the trials continue with the new layout of env runners")
         tuner = tune.Tuner.restore(
             str(Path(path).resolve()),  # Tune takes a relative path for a URI
             trainable=algo_class,
