@@ -42,6 +42,9 @@ class Toolkit:
     old_gym_api: bool = False
     #: Its envs print from C when they connect (PyBullet): their first reset is silenced.
     prints_on_connect: bool = False
+    #: PyBullet's walkers: their state read and motors set in batched calls (``fast_walkers``:
+    #: the same observations and rewards, bit for bit, about a quarter more env steps per second).
+    batched_walkers: bool = False
 
     def load(self) -> None:
         if self.old_gym_api:
@@ -80,6 +83,10 @@ class Toolkit:
             return DistanceWalked(gym.make(env_id, **kwargs))
         with c_output_silenced():  # the first make imports PyBullet, which prints its build time
             env = gym.make(env_id, **kwargs)
+        if self.batched_walkers:
+            from ddrl.envs.fast_walkers import speed_up
+
+            speed_up(env)
         return DistanceWalked(QuietFirstReset(env))
 
 
@@ -100,6 +107,7 @@ TOOLKITS: dict[str, Toolkit] = {
         entry_point_marker="pybullet_envs_gymnasium",
         install_hint="pip install pybullet==3.2.7 pybullet-envs-gymnasium==0.6.0",
         prints_on_connect=True,
+        batched_walkers=True,
     ),
     "pybulletgym": Toolkit(
         name="pybulletgym",
