@@ -38,6 +38,7 @@ BENCHES = {
     "sb3": "bench/train-sb3.py",
     "floor": "bench/floor-returns.py",
     "learner-time": "bench/learner-time.py",
+    "raw": "bench/raw-stepping.py",
 }
 
 USAGE = """usage: ddrl COMMAND [options]

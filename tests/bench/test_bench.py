@@ -197,3 +197,21 @@ def test_learner_time_runs_without_the_envs_toolkit_given_its_shapes():
     unshaped = run()
     assert unshaped.returncode == 2 and unshaped.stderr.count("\n") == 1, unshaped.stderr
     assert "needs the Python package 'pybullet_envs_gymnasium'" in unshaped.stderr
+
+
+def test_raw_stepping_reports_each_process_and_their_sum(tmp_path):
+    proc = run_script(
+        CTE_POWER / "scripts" / "bench" / "raw-stepping.py", "--processes", "2", "--seconds", "0.5",
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.strip().splitlines()[-1]
+    found = re.match(
+        r"HumanoidBulletEnv-v0: ([\d,]+) env steps/s in 2 process\(es\) \(([\d,]+), ([\d,]+)\)",
+        line,
+    )
+    assert found, line
+    total, *each = (int(g.replace(",", "")) for g in found.groups())
+    assert all(rate > 0 for rate in each) and abs(total - sum(each)) <= 2
+    bad = run_script(CTE_POWER / "scripts" / "bench" / "raw-stepping.py", "--env", "Nope-v0")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Nope-v0" in bad.stderr
