@@ -3,8 +3,11 @@ checkpoints and curve.csv, without its bulky logs): a copy of it, from a fresh c
 machine, resumes where the committed run stopped and goes on with the same learning settings."""
 
 import csv
+import io
 import os
 import shutil
+import subprocess
+import tarfile
 
 import pytest
 from helpers import CTE_POWER, TRAIN_BULLET, run_script
@@ -20,11 +23,27 @@ def rows(curve):
         return list(csv.DictReader(handle))
 
 
+def committed_copy(destination):
+    """The run as git holds it (what a fresh clone gets, whatever a live run has written to the
+    working tree since), else the folder as it is."""
+    relative = COMMITTED.relative_to(CTE_POWER.parent).as_posix()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", "HEAD", relative],
+        cwd=CTE_POWER.parent, capture_output=True,
+    )  # fmt: skip
+    if archive.returncode != 0 or not archive.stdout:
+        shutil.copytree(COMMITTED, destination)
+        return
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(destination.parent / "archive", filter="data")
+    shutil.move(destination.parent / "archive" / relative, destination)
+
+
 def test_a_copy_of_the_committed_run_resumes_from_its_checkpoint(tmp_path):
     if not (COMMITTED / "curve.csv").is_file():
         pytest.skip("no committed walking run in this checkout")
     copy = tmp_path / "walking-humanoid"
-    shutil.copytree(COMMITTED, copy)
+    committed_copy(copy)
     last = rows(copy / "curve.csv")[-1]
     steps, iteration = int(float(last["env_steps"])), int(last["training_iteration"])
 
@@ -40,5 +59,5 @@ def test_a_copy_of_the_committed_run_resumes_from_its_checkpoint(tmp_path):
     assert int(new["training_iteration"]) == iteration + 1, proc.stdout[-3000:]
     assert steps < int(float(new["env_steps"])) <= steps + 2 * 16_384
     assert int(new["episodes_in_window"]) >= min(int(last["episodes_in_window"] or 0), 100)
-    # the committed folder itself is untouched
-    assert rows(COMMITTED / "curve.csv")[-1] == last
+    # the run went on in the copy: nothing it printed (checkpoints, results) names the committed folder
+    assert str(COMMITTED) not in proc.stdout + proc.stderr
