@@ -142,15 +142,15 @@ def export(checkpoint: Path, folder: Path, about: dict, check_env=None, steps: i
     return folder
 
 
-def record_episodes(folder: Path, summary: Path) -> None:
-    """Copy the seeded deterministic episodes that render recorded (return, length, distance)
-    into the agent's ``agent.json``: the numbers that ship with it, which a test replays."""
+def record_episodes(folder: Path, episodes: list[dict], gif: str) -> None:
+    """Write the seeded deterministic episodes played in full (return, length, distance) and the
+    GIF's name into the agent's ``agent.json``: the numbers that ship with it, which a test
+    replays."""
     spec = json.loads((Path(folder) / SPEC).read_text())
-    played = json.loads(Path(summary).read_text())
     spec["episodes"] = [
-        {k: e[k] for k in ("seed", "return", "length", "distance")} for e in played["episodes"]
+        {k: e[k] for k in ("seed", "return", "length", "distance")} for e in episodes
     ]
-    spec["gif"] = Path(played["video"]).name
+    spec["gif"] = gif
     (Path(folder) / SPEC).write_text(json.dumps(spec, indent=2) + "\n")
 
 

@@ -28,7 +28,17 @@ def main(argv=None) -> int:
         "--checkpoint", type=Path, default=WALKING_RUN,
         help="a checkpoint, trial or experiment folder (default: the committed walking run)",
     )  # fmt: skip
-    parser.add_argument("--episodes", type=int, default=3, help="seeded episodes to measure")
+    parser.add_argument(
+        "--episodes",
+        type=cli.whole(1, 100),
+        default=3,
+        help="seeded episodes to measure (default 3)",
+    )
+    parser.add_argument(
+        "--gif-steps", type=cli.whole(1, 100_000), default=400,
+        help="steps of the first episode the GIF shows (default 400; a walk lasts 1,000: the "
+        "numbers come from the whole episodes)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     paths.check_experiment_name(args.name, "--name")
 
@@ -64,15 +74,27 @@ def main(argv=None) -> int:
     env.close()
     print(f"exported {info.checkpoint}\n  -> {folder} (acts as the checkpoint does)")
 
+    # the numbers: whole seeded deterministic episodes, played without drawing
+    env = toolkits.make_env("pybullet-envs", info.env)
+    agent = trained_agents.ShippedAgent(folder)
+    episodes = rendering.play(env, agent, args.episodes, None, 0, False, lambda frame: None)
+    env.close()
+    for episode in episodes:
+        print(
+            f"  seed {episode['seed']}: return {episode['return']:,.1f}, "
+            f"{episode['length']} steps, {episode['distance']:.1f} m"
+        )
+    # the picture: the first episode's first --gif-steps steps (a GIF of whole walks is tens of MB)
     gif = paths.REPO_DIR / "figures" / "videos" / f"trained-{args.name}.gif"
     code = command.render(
-        ["--checkpoint", str(folder), "--episodes", str(args.episodes), "--frames", "6",
-         "--output", str(gif), "--width", "240", "--height", "180", "--fps", "30"],
+        ["--checkpoint", str(folder), "--episodes", "1", "--max-steps", str(args.gif_steps),
+         "--frames", "6", "--output", str(gif), "--width", "240", "--height", "180",
+         "--fps", "30"],
         toolkit="pybullet-envs",
     )  # fmt: skip
     if code:
         return code
-    trained_agents.record_episodes(folder, gif.with_suffix(".json"))
+    trained_agents.record_episodes(folder, episodes, gif.name)
     _relative_paths(gif.with_suffix(".json"))
     return 0
 
