@@ -142,6 +142,10 @@ def export(checkpoint: Path, folder: Path, about: dict, check_env=None, steps: i
     return folder
 
 
+#: Metres forward a shipped agent covers on average, deterministic, to be called walking.
+WALKS = 5.0
+
+
 def record_episodes(folder: Path, episodes: list[dict], gif: str) -> None:
     """Write the seeded deterministic episodes played in full (return, length, distance) and the
     GIF's name into the agent's ``agent.json``: the numbers that ship with it, which a test
@@ -151,6 +155,9 @@ def record_episodes(folder: Path, episodes: list[dict], gif: str) -> None:
         {k: e[k] for k in ("seed", "return", "length", "distance")} for e in episodes
     ]
     spec["gif"] = gif
+    # called walking only if it walks: WALKS metres forward on average (the tests replay it)
+    distances = [e["distance"] or 0.0 for e in episodes]
+    spec["walks"] = bool(distances) and sum(distances) / len(distances) >= WALKS
     (Path(folder) / SPEC).write_text(json.dumps(spec, indent=2) + "\n")
 
 
