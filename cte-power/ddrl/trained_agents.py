@@ -31,7 +31,7 @@ def is_agent(folder: Path) -> bool:
 
 
 def shipped(toolkit: str) -> list[Path]:
-    """The shipped agents of a toolkit, newest export first."""
+    """The shipped agents of a toolkit, the most trained first (then the newest export)."""
     if not AGENTS_DIR.is_dir():
         return []
     found = []
@@ -39,8 +39,8 @@ def shipped(toolkit: str) -> list[Path]:
         if is_agent(folder):
             spec = json.loads((folder / SPEC).read_text())
             if spec.get("toolkit") == toolkit:
-                found.append((spec.get("exported", ""), folder))
-    return [folder for _, folder in sorted(found, reverse=True)]
+                found.append((spec.get("env_steps", 0), spec.get("exported", ""), folder))
+    return [folder for *_, folder in sorted(found, reverse=True)]
 
 
 class ShippedAgent:

@@ -57,3 +57,16 @@ def test_a_shipped_agent_plays_the_episodes_it_claims(agent):
     else:
         assert claimed_distance < trained_agents.WALKS, "an agent that walks is said to"
     assert json.dumps(agent.spec)  # plain JSON: nothing of ours needed to read it
+
+
+def test_render_plays_the_most_trained_agent_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(trained_agents, "AGENTS_DIR", tmp_path)
+    for name, steps, exported in (("a-3.5m", 3_523_176, "2026-12-06"), ("b-14m", 14_000_000, "2026-12-06"),
+                                  ("c-other-toolkit", 99_000_000, "2026-12-07")):  # fmt: skip
+        folder = tmp_path / name
+        folder.mkdir()
+        toolkit = "gym" if name.startswith("c") else "pybullet-envs"
+        spec = {"toolkit": toolkit, "env_steps": steps, "exported": exported}
+        (folder / trained_agents.SPEC).write_text(json.dumps(spec))
+        (folder / trained_agents.WEIGHTS).write_bytes(b"")
+    assert [p.name for p in trained_agents.shipped("pybullet-envs")] == ["b-14m", "a-3.5m"]
