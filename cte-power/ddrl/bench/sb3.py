@@ -152,15 +152,18 @@ def without_log_folder(built):
     return built
 
 
-def _model(algorithm: str, env, hp: dict, seed: int):
-    sb3 = require_sb3()
+def _model(algorithm: str, env, hp: dict, seed: int, library=None, activations=None):
+    """The model of ``library`` (SB3 by default; SBX has the same classes and arguments), with
+    ``activations`` (name -> the library's activation; torch's by default)."""
+    sb3 = library or require_sb3()
     from stable_baselines3.common.env_util import make_vec_env
 
-    from ddrl.algorithms.networks import ACTIVATIONS
+    if activations is None:
+        from ddrl.algorithms.networks import ACTIVATIONS as activations
 
     policy_kwargs = {}
     if "activation" in hp:
-        policy_kwargs["activation_fn"] = ACTIVATIONS[hp["activation"]]
+        policy_kwargs["activation_fn"] = activations[hp["activation"]]
     if algorithm == "PPO":
         policy_kwargs["net_arch"] = {"pi": hp["hiddens"], "vf": hp["hiddens"]}
         policy_kwargs["ortho_init"] = hp.get("orthogonal_init", True)

@@ -27,71 +27,18 @@ import time
 
 
 def build(algorithm: str, toolkit: str, env: str, hp: dict, seed: int):
-    """The SBX model of ``algorithm``, settings as ``ddrl.bench.sb3._model`` gives SB3's."""
+    """The SBX model of ``algorithm``: SB3's builder (``ddrl.bench.sb3``) with SBX's classes and
+    flax's activations."""
     import flax.linen as nn
-    import numpy as np
     import sbx
-    from stable_baselines3.common.env_util import make_vec_env
 
-    from ddrl.bench.sb3 import without_log_folder
+    from ddrl.bench import sb3
     from ddrl.envs import toolkits
 
     activations = {"relu": nn.relu, "tanh": nn.tanh, "elu": nn.elu, "silu": nn.silu}
     make = functools.partial(toolkits.make_env, toolkit, env)
-    policy_kwargs = {"activation_fn": activations[hp["activation"]]} if "activation" in hp else {}
-    if algorithm == "PPO":
-        policy_kwargs["net_arch"] = {"pi": hp["hiddens"], "vf": hp["hiddens"]}
-        policy_kwargs["ortho_init"] = hp.get("orthogonal_init", True)
-        policy_kwargs["optimizer_kwargs"] = {"eps": hp.get("adam_epsilon", 1e-5)}
-        model = sbx.PPO(
-            "MlpPolicy",
-            make_vec_env(make, n_envs=hp["num_envs"], seed=seed),
-            learning_rate=hp["lr"],
-            n_steps=hp["rollout"] // hp["num_envs"],
-            batch_size=hp["minibatch"],
-            n_epochs=hp["epochs"],
-            gamma=hp["gamma"],
-            gae_lambda=hp["gae_lambda"],
-            clip_range=hp["clip"],
-            ent_coef=hp.get("ent_coef", 0.0),
-            vf_coef=hp["vf_coef"],
-            max_grad_norm=hp.get("max_grad_norm", 0.5),
-            normalize_advantage=hp.get("advantages_per_minibatch", True),
-            policy_kwargs=policy_kwargs,
-            seed=seed,
-        )
-        return without_log_folder(model)
-    policy_kwargs["net_arch"] = {"pi": hp["actor_hiddens"], "qf": hp["critic_hiddens"]}
-    vec_env = make_vec_env(make, n_envs=1, seed=seed)
-    common = {
-        "learning_rate": hp["lr"],  # one learning rate for all, as SB3 (qf_learning_rate: None)
-        "buffer_size": hp["buffer_size"],
-        "learning_starts": hp["learning_starts"],
-        "batch_size": hp["batch_size"],
-        "tau": hp["tau"],
-        "gamma": hp["gamma"],
-        "train_freq": 1,
-        "gradient_steps": 1,
-        "policy_kwargs": policy_kwargs,
-        "seed": seed,
-    }
-    if algorithm == "SAC":
-        model = sbx.SAC("MlpPolicy", vec_env, ent_coef=f"auto_{hp['initial_alpha']}", **common)
-        return without_log_folder(model)
-    from stable_baselines3.common.noise import NormalActionNoise
-
-    dims = vec_env.action_space.shape[0]
-    noise = NormalActionNoise(np.zeros(dims), hp["exploration_noise"] * np.ones(dims))
-    model = sbx.TD3(
-        "MlpPolicy",
-        vec_env,
-        action_noise=noise,
-        policy_delay=hp["policy_delay"],
-        target_policy_noise=hp["target_noise"],
-        target_noise_clip=hp["target_noise_clip"],
-        **common,
-    )
-    return without_log_folder(model)
+    model = sb3._model(algorithm, make, hp, seed, library=sbx, activations=activations)
+    return sb3.without_log_folder(model)
 
 
 def learn(model, steps: int) -> dict:
