@@ -71,11 +71,9 @@ def main(argv=None) -> int:
     folder = trained_agents.export(
         info.checkpoint, trained_agents.AGENTS_DIR / args.name, about, check_env=env
     )
-    env.close()
     print(f"exported {info.checkpoint}\n  -> {folder} (acts as the checkpoint does)")
 
-    # the numbers: whole seeded deterministic episodes, played without drawing
-    env = toolkits.make_env("pybullet-envs", info.env)
+    # the numbers: whole seeded deterministic episodes (each reset with its seed), not drawn
     agent = trained_agents.ShippedAgent(folder)
     episodes = rendering.play(env, agent, args.episodes, None, 0, False, lambda frame: None)
     env.close()
