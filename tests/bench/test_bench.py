@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 import pytest
-from helpers import CTE_POWER, run_script
+from helpers import CTE_POWER, run_ddrl, run_script
 
 from ddrl.paths import TRAININGS_DIR
 from ddrl.pipeline import validation
@@ -213,5 +213,8 @@ def test_raw_stepping_reports_each_process_and_their_sum(tmp_path):
     assert found, line
     total, *each = (int(g.replace(",", "")) for g in found.groups())
     assert all(rate > 0 for rate in each) and abs(total - sum(each)) <= 2
+    # through the command too (the script is then loaded by path; its processes still start)
+    proc = run_ddrl("bench", "raw", "--processes", "2", "--seconds", "0.5", timeout=120)
+    assert proc.returncode == 0 and "in 2 process(es)" in proc.stdout, proc.stderr[-3000:]
     bad = run_script(CTE_POWER / "scripts" / "bench" / "raw-stepping.py", "--env", "Nope-v0")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Nope-v0" in bad.stderr

@@ -123,6 +123,21 @@ def raw_env(toolkit: str, env_id: str, seconds: float, num_envs: int = 1) -> Wor
     return run
 
 
+def step_randomly(toolkit: str, env_id: str, seconds: float, queue) -> None:
+    """One process of ``scripts/bench/raw-stepping.py``: random actions for ``seconds``, its env
+    steps/s put on ``queue`` (a function of the package: spawned processes import it by name)."""
+    env = toolkits.make_env(toolkit, env_id)
+    env.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += 1
+        if terminated or truncated:
+            env.reset()
+    queue.put(steps / (time.perf_counter() - start))
+    env.close()
+
+
 @contextlib.contextmanager
 def env_runner_sampling(experiment: Experiment, steps: int = 1000):
     """One env runner built from ``experiment`` (its envs per runner, its policy) in this process,

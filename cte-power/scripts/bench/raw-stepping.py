@@ -12,27 +12,12 @@ Run from cte-power/:   python scripts/bench/raw-stepping.py --processes 2
 import argparse
 import multiprocessing
 import sys
-import time
 
 from ddrl import cli
 from ddrl.bench import machine
+from ddrl.bench.throughput import step_randomly
 
 TOOLKIT = "pybullet-envs"
-
-
-def step_for(env_id: str, seconds: float, queue) -> None:
-    from ddrl.envs import toolkits
-
-    env = toolkits.make_env(TOOLKIT, env_id)
-    env.reset(seed=0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-    queue.put(steps / (time.perf_counter() - start))
-    env.close()
 
 
 @cli.report_errors
@@ -55,7 +40,7 @@ def main(argv=None) -> int:
     queue = multiprocessing.get_context("spawn").Queue()
     workers = [
         multiprocessing.get_context("spawn").Process(
-            target=step_for, args=(args.env, args.seconds, queue)
+            target=step_randomly, args=(TOOLKIT, args.env, args.seconds, queue)
         )
         for _ in range(args.processes)
     ]
