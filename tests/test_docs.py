@@ -72,3 +72,37 @@ def test_the_module_table_names_every_module_of_the_package_and_nothing_else():
     assert not missing, f"modules missing from ddrl/README.md's table: {missing}"
     stale = sorted(n for n in names if n not in modules and n.rstrip("/") not in folders)
     assert not stale, f"rows of ddrl/README.md's table naming no module: {stale}"
+
+
+def test_the_traced_path_from_ddrl_train_to_the_sac_update_is_true_and_five_files_long():
+    """ddrl/README.md tells a newcomer which files to open, in order, from ``ddrl train`` to SAC's
+    gradient step: each named function is in its file, each calls the next (but across Tune and
+    RLlib, where the README says so), and the path opens at most five of our files."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "cte-power" / "ddrl"
+    text = (root / "README.md").read_text()
+    paragraph = text[text.index("From `ddrl train` to SAC's gradient step") :].split("\n\n")[0]
+    paragraph = " ".join(paragraph.split())
+    steps = re.findall(r"`([\w/]+\.py)` \(([^)]*)\)", paragraph)
+    assert len({file for file, _ in steps}) <= 5, steps
+    sources = []
+    for file, named in steps:
+        tree = ast.parse((root / file).read_text())
+        functions = {
+            node.name: ast.get_source_segment((root / file).read_text(), node)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef)
+        }
+        names = re.findall(r"`(\w+)`", named)
+        assert names and all(n in functions for n in names), f"{file}: {names} not all defined"
+        sources.append((file, names, "\n".join(functions[n] for n in names)))
+    gap = re.search(r"between the (\w+) and the (\w+)", paragraph)
+    ordinals = ["first", "second", "third", "fourth", "fifth"]
+    across_rllib = ordinals.index(gap.group(1)) if gap else None
+    for i, ((file, names, source), (next_file, next_names, _)) in enumerate(
+        zip(sources, sources[1:])
+    ):
+        if i == across_rllib:
+            continue  # Tune calls RLlib's Algorithm.train, which calls our training_step
+        assert re.search(rf"\b{next_names[0]}\(", source), f"{file} does not call {next_file}"

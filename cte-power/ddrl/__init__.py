@@ -11,8 +11,8 @@ folders follow one training run:
 - ``analysis``: summaries, search tables, scaling and cost models, plots;
 - ``bench``: throughput and learning benchmarks against Stable-Baselines3;
 - ``rendering``: videos and frame strips of trained agents;
-- ``command`` (the ``ddrl`` command) and ``cli`` (its options, shared with the thesis-named
-  scripts), ``ray_cluster`` (the multi-node launcher), ``paths`` and ``errors``.
+- ``command`` (the ``ddrl`` command: its parsers and the training entry ``run_training``) and
+  ``options`` (one-line errors and option types, shared with the thesis-named scripts), ``ray_cluster`` (the multi-node launcher), ``paths`` and ``errors``.
 """
 
 __version__ = "0.1.0"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.envs.toolkits import TOOLKITS
 from ddrl.errors import UserError, closest
+from ddrl.pipeline import resources, results
 
 DEFAULT_TOOLKIT = "pybullet-envs"
 SEARCH_CONFIG = "trainings/pybullet-envs/search/tune-sac.yaml"
@@ -57,7 +59,7 @@ commands:
 """
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     return commands[name](rest)
 
 
+@options.report_errors
 def train(
     argv: list[str] | None = None,
     toolkit: str | None = None,
@@ -93,7 +96,7 @@ def train(
     if own_toolkit:
         toolkit = _toolkit_option(argv, from_config=True)
     kit = TOOLKITS[toolkit]
-    parser = cli.train_parser(
+    parser = train_parser(
         toolkit,
         default_config or kit.default_config,
         description=f"Train RLlib agents on {kit.about}.",
@@ -105,7 +108,7 @@ def train(
         _add_unity_options(parser)
     args = parser.parse_args(argv)
     env_config = _unity_env_config(args) if toolkit == "unity" else None
-    return cli.run_training(toolkit, args, env_config=env_config)
+    return run_training(toolkit, args, env_config=env_config)
 
 
 def tune(argv: list[str] | None = None) -> int:
@@ -113,18 +116,289 @@ def tune(argv: list[str] | None = None) -> int:
     return train(argv, DEFAULT_TOOLKIT, prog="ddrl tune", default_config=SEARCH_CONFIG)
 
 
+@options.report_errors
 def render(argv: list[str] | None = None, toolkit: str | None = None) -> int:
     """Render on ``toolkit``; None: ``--toolkit``, else the toolkit of the checkpoint's results folder."""
     own_toolkit = toolkit is None
     if own_toolkit:
         toolkit = _toolkit_option(argv, from_config=False)
-    parser = cli.render_parser(
+    parser = render_parser(
         toolkit, description=f"Render a trained agent on {TOOLKITS[toolkit].about} to a video."
     )
     if own_toolkit:
         parser.prog = "ddrl render"
         _add_toolkit_option(parser)
-    return cli.run_render(toolkit, parser.parse_args(argv))
+    from ddrl import rendering
+
+    return rendering.record(toolkit, parser.parse_args(argv))
+
+
+def train_parser(toolkit: str, default_config: str, description: str) -> argparse.ArgumentParser:
+    parser = options.ArgumentParser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            f"  %(prog)s --config {default_config}\n"
+            f"  %(prog)s --set stop.env_steps=20000 --set env_runners.num_env_runners=0\n"
+            f"  %(prog)s --dry-run\n"
+            f"  %(prog)s --resume            # continue the latest experiment of this config"
+        ),
+    )
+    parser.add_argument(
+        "--config", default=default_config, help="experiment YAML file (default: %(default)s)"
+    )
+    options.add_overrides(parser)
+    parser.add_argument(
+        "--track",
+        action="append",
+        default=[],
+        choices=["mlflow", "wandb"],
+        help="log each trial to MLflow (a local store in the experiment folder unless the "
+        "tracking group names a server) or W&B (offline in the experiment folder unless "
+        "WANDB_API_KEY is set); same as --set tracking.mlflow={} (repeatable)",
+    )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help=f"where experiments go (default: cte-power/results/{toolkit}/)",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="experiment name (default: the config's name, else '<config>-<timestamp>')",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted experiment from its last checkpoint (--name, else the latest of this config)",
+    )
+    parser.add_argument(
+        "--resume-if-exists",
+        action="store_true",
+        help="resume --name if it has saved state, else start it (what requeued Slurm jobs use)",
+    )
+    parser.add_argument(
+        "--num-samples",
+        type=options.whole(1, 100_000),
+        default=None,
+        help="repeat each trial N times (seeds / random search)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved config and resources; start nothing",
+    )
+    parser.add_argument(
+        "--show",
+        action="store_true",
+        help="print every setting RLlib will run with, its defaults included; start nothing",
+    )
+    return parser
+
+
+@options.report_errors
+def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None = None) -> int:
+    """One training run, each pipeline step once and in order: the experiment validated, the
+    toolkit's check, its results folder, the resources planned, Ray, training. Bad input exits
+    with code 2 before Ray starts.
+
+    ``env_config``: values from a script's own options (train-unity.py's --env-file...); each is
+    applied as ``--set environment.env_config.KEY=VALUE`` before the user's ``--set`` values.
+    """
+    from ddrl.pipeline import launch, validation
+
+    experiment = validation.load_experiment(
+        paths.resolve_config_path(args.config), toolkit, _overrides(args, env_config)
+    )
+    if args.show:
+        print(_resolved_settings(experiment))
+        return 0
+    experiment = validation.prepare(experiment, launch=not args.dry_run)
+    results_dir = _results_dir(toolkit, args)
+    resume = args.resume or (args.resume_if_exists and _has_state(results_dir / args.name))
+    path = _experiment_path(results_dir, experiment, args, resume)
+    needed = launch.check(experiment, path, resume)
+    granted = resources.granted_here()  # None: the Ray cluster at RAY_ADDRESS, checked once joined
+    if granted:
+        resources.check_fits(needed, granted)
+
+    if args.dry_run:
+        print(_dry_run_report(experiment, needed, granted, path))
+        return 0
+
+    try:  # the folder the experiment goes in, before Ray starts (root may pass os.access checks)
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(
+            f"--results-dir {results_dir} cannot be created: {err.strerror}. Choose another --results-dir."
+        ) from None
+    return launch.train(experiment, path, resume=resume, granted=granted)
+
+
+def _resolved_settings(experiment) -> str:
+    """--show: RLlib's whole AlgorithmConfig of the experiment (its largest variant), as YAML:
+    what the experiment file sets and every default it leaves to RLlib."""
+    import enum
+
+    from ddrl.pipeline.experiment import dump_yaml
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, enum.Enum):
+            return value.value
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        return getattr(value, "__name__", None) or type(value).__name__  # classes, objects by name
+
+    settings = plain(experiment.checked_config.to_dict())
+    header = (
+        f"# {experiment.algorithm} on {experiment.env}: every setting, RLlib's defaults included"
+    )
+    return f"{header}\n{dump_yaml(settings)}"
+
+
+def _dry_run_report(experiment, needed, granted, path: Path) -> str:
+    """--dry-run: the resolved experiment, its trials and resources, where results would go."""
+    from ddrl.pipeline.experiment import dump_yaml
+
+    trials = experiment.num_variants() * experiment.tune["num_samples"]
+    available = f"{granted} ({granted.source})" if granted else "the Ray cluster at $RAY_ADDRESS"
+    return (
+        f"{dump_yaml(experiment.to_dict())}\n# trials: {trials}; each needs {needed}\n"
+        f"# available: {available}\n# results would go to: {path}"
+    )
+
+
+def _overrides(args: argparse.Namespace, env_config: dict | None) -> list[str]:
+    """The script's own options, then the user's --set values, then --num-samples."""
+    import json
+
+    overrides = [
+        f"environment.env_config.{k}={json.dumps(v)}"
+        for k, v in (env_config or {}).items()
+        if v is not None
+    ]
+    overrides += [f"tracking.{kind}={{}}" for kind in args.track]
+    overrides += list(args.overrides)
+    if args.num_samples is not None:
+        overrides.append(f"tune.num_samples={args.num_samples}")
+    return overrides
+
+
+def _results_dir(toolkit: str, args: argparse.Namespace) -> Path:
+    """--results-dir (checked writable), with --name and --resume-if-exists checked."""
+    results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+    paths.check_writable_dir(results_dir, "--results-dir")
+    if args.name is not None:
+        paths.check_experiment_name(args.name)
+    if args.resume_if_exists and not args.name:
+        raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
+    return results_dir
+
+
+def _has_state(path: Path) -> bool:
+    """Whether Tune saved an experiment's state there (what --resume-if-exists resumes)."""
+    return bool(list(path.glob("experiment_state-*.json")))
+
+
+def _experiment_path(results_dir: Path, experiment, args, resume: bool) -> Path:
+    if args.name or experiment.name:
+        return results.experiment_dir(results_dir, args.name or experiment.name)
+    stem = Path(args.config).stem
+    if resume:
+        latest = results.latest_experiment(results_dir, f"{stem}-")
+        if latest is None:
+            raise UserError(
+                f"no experiment of config '{stem}' in {results_dir} to resume. Drop --resume to start one."
+            )
+        return latest
+    return results.experiment_dir(results_dir, f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def render_parser(toolkit: str, description: str) -> argparse.ArgumentParser:
+    parser = options.ArgumentParser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  %(prog)s                                  # latest checkpoint of the latest experiment\n"
+            f"  %(prog)s --checkpoint results/{toolkit}/sac-20260101-120000 --best\n"
+            "  %(prog)s --episodes 3 --output ../figures/videos/humanoid.gif"
+        ),
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="a checkpoint_NNNNNN folder, a trial folder (its latest checkpoint) or an experiment folder "
+        "(its latest trial, or the best with --best); default: the latest experiment of this toolkit",
+    )
+    parser.add_argument(
+        "--best",
+        action="store_true",
+        help="in an experiment folder, take the trial with the best mean return",
+    )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help=f"where to look for experiments (default: cte-power/results/{toolkit}/)",
+    )
+    parser.add_argument(
+        "--episodes",
+        type=options.whole(1),
+        default=1,
+        help="episodes to record (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=options.whole(1),
+        default=None,
+        help="cut each episode after this many steps",
+    )
+    parser.add_argument(
+        "--seed",
+        type=options.whole(0, 2**32 - 1),
+        default=0,
+        help="seed of the first episode; episode i uses seed+i (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--stochastic",
+        action="store_true",
+        help="sample actions as in training (default: deterministic)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="video file, .mp4 or .gif (default: figures/videos/<env>-<algorithm>-<time>.mp4)",
+    )
+    parser.add_argument(
+        "--frames",
+        type=options.whole(0, 100),
+        default=0,
+        metavar="N",
+        help="also write N stills side by side to <output>.png (the thesis's figures 23-25)",
+    )
+    parser.add_argument(
+        "--fps",
+        type=options.whole(1, 240),
+        default=30,
+        help="frames per second (default: %(default)s)",
+    )
+    for side, default in (("width", 640), ("height", 480)):
+        parser.add_argument(
+            f"--{side}",
+            type=options.whole(16, 4096),
+            default=default,
+            help=f"frame {side} in pixels (default: %(default)s)",
+        )
+    return parser
 
 
 def _toolkit_option(argv, *, from_config: bool) -> str:
@@ -175,13 +449,13 @@ def _add_unity_options(parser: argparse.ArgumentParser) -> None:
     )
     unity.add_argument(
         "--time-scale",
-        type=cli.real(above=0, high=1000),
+        type=options.real(above=0, high=1000),
         metavar="X",
         help="Unity's time scale (default 20)",
     )
     unity.add_argument(
         "--connect-timeout",
-        type=cli.real(above=0, high=86_400),
+        type=options.real(above=0, high=86_400),
         metavar="S",
         help="seconds to wait for the build to connect (default 60)",
     )

@@ -287,7 +287,7 @@ def run_wait(args) -> int:
 
 
 def main(argv=None) -> int:
-    from ddrl import cli
+    from ddrl import options
 
     parser = argparse.ArgumentParser(prog="python -m ddrl.ray_cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -310,7 +310,7 @@ def main(argv=None) -> int:
     wait.add_argument("--report", default=None, help="write the nodes as JSON here")
     args = parser.parse_args(argv)
     run = run_node if args.command == "node" else run_wait
-    return cli.report_errors(run)(args)
+    return options.report_errors(run)(args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ in, action unsquashing and clipping to the action space's bounds on the way out.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -441,3 +442,69 @@ def write_summary(
         )
     )
     return summary
+
+
+def record(toolkit: str, args: argparse.Namespace) -> int:
+    """Find the checkpoint, check everything, then load the policy and record the video."""
+    from ddrl.pipeline.rllib_config import quiet_rllib_notices
+
+    quiet_rllib_notices()
+    results_dir = args.results_dir or paths.toolkit_results_dir(toolkit)
+    info = locate(args.checkpoint, toolkit, results_dir, best=args.best)
+    check_toolkit(info, toolkit)
+    output = args.output or default_output(paths.REPO_DIR / "figures" / "videos", info)
+    check_output(output)
+    print(
+        f"rendering {info.checkpoint}\n  ({info.why}; {info.algorithm} on {info.env})", flush=True
+    )
+
+    policy = load_policy(info)
+    if args.stochastic and not isinstance(policy, Policy):
+        raise UserError(
+            f"--stochastic: {info.checkpoint} is a shipped agent, which keeps only its "
+            "deterministic policy; drop --stochastic."
+        )
+    env = make_render_env(toolkit, info.env, info.env_config, args.width, args.height)
+    from tqdm import tqdm
+
+    limit = args.max_steps or env.spec.max_episode_steps
+    writer = VideoWriter(output, args.fps)
+    strip = FrameStrip(args.frames) if args.frames else None
+    with tqdm(
+        total=args.episodes * (limit + 1) if limit else None, unit="frame", desc="recording"
+    ) as bar:
+
+        def on_frame(frame):
+            writer(frame)
+            if strip:
+                strip(frame)
+            bar.update()
+
+        try:
+            stats = play(
+                env, policy, args.episodes, args.max_steps, args.seed, args.stochastic, on_frame
+            )
+        finally:
+            writer.close()
+            env.close()
+    for s in stats:
+        walked = "" if s["distance"] is None else f", {s['distance']:.1f} m forward"
+        print(
+            f"episode {s['episode']} (seed {s['seed']}): return {s['return']:.2f}, "
+            f"length {s['length']}{walked}"
+        )
+    strip_path = None
+    if strip:
+        mean_return = sum(s["return"] for s in stats) / len(stats)
+        distance = mean_distance(stats)
+        walked = "" if distance is None else f", {distance:.1f} m forward"
+        strip_path = strip.save(
+            output.with_suffix(".png"),
+            f"{info.algorithm} on {info.env}: return {mean_return:.0f}{walked}",
+        )
+        print(f"frame strip: {strip_path} ({len(strip.stills())} stills)")
+    summary = write_summary(
+        output, info, stats, args.stochastic, writer.frames, args.fps, strip_path
+    )
+    print(f"video: {output} ({writer.frames} frames)\nsummary: {summary}")
+    return 0

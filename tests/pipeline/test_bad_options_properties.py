@@ -3,7 +3,7 @@ upper bound, inf, nan, text), ends in exit code 2 and one line that names the op
 traceback, before anything runs: the render, plot and benchmark scripts as well as training.
 
 The options and their ranges are read from each script's own parser (every number of ours is
-an ``ddrl.cli.whole`` or ``ddrl.cli.real``), so an option added later is covered as well.
+an ``ddrl.options.whole`` or ``ddrl.options.real``), so an option added later is covered as well.
 Seeded (``derandomize``), 200 examples a run.
 """
 
@@ -15,7 +15,7 @@ from helpers import CTE_POWER, load_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddrl import cli
+from ddrl import options
 
 SCRIPTS = sorted(
     path
@@ -28,18 +28,18 @@ BAD_TEXT = ["0", "-1", "-7.5", "1e308", "99999999999", "inf", "-inf", "nan", "ab
 def parser_of(module):
     """The script's parser, as its main() builds it (main is called with --help captured)."""
     built = []
-    original = cli.ArgumentParser.parse_args
+    original = options.ArgumentParser.parse_args
 
     def capture(self, args=None, namespace=None):
         built.append(self)
         raise SystemExit(0)
 
-    cli.ArgumentParser.parse_args = capture
+    options.ArgumentParser.parse_args = capture
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
             module.main([])
     finally:
-        cli.ArgumentParser.parse_args = original
+        options.ArgumentParser.parse_args = original
     return built[0]
 
 
@@ -117,5 +117,5 @@ def _folder(script: str) -> str:
 
 @pytest.mark.parametrize("text", ["inf", "nan", "-1", "0", "1e308"])
 def test_the_types_refuse_what_is_no_setting(text):
-    assert rejects(cli.whole(1), text)
-    assert rejects(cli.real(above=0, high=1e6), text)
+    assert rejects(options.whole(1), text)
+    assert rejects(options.real(above=0, high=1e6), text)

@@ -153,11 +153,11 @@ def test_reading_experiments_and_results_imports_neither_ray_nor_torch():
 
 
 def test_a_training_run_enters_each_pipeline_step_once_in_order(tmp_path, capsys):
-    """What cli.run_training itself calls, traced on a dry run (everything but Ray and Tune):
+    """What command.run_training itself calls, traced on a dry run (everything but Ray and Tune):
     each step's module once, in pipeline order, none entered again after the next one."""
-    from ddrl import cli
+    from ddrl import command
 
-    run_training = cli.run_training.__wrapped__
+    run_training = command.run_training.__wrapped__
     entered: list[str] = []
 
     def profile(frame, event, arg):
@@ -167,11 +167,11 @@ def test_a_training_run_enters_each_pipeline_step_once_in_order(tmp_path, capsys
             and frame.f_back.f_code is run_training.__code__
         ):
             module = frame.f_globals.get("__name__", "")
-            if module.startswith("ddrl.") and module != "ddrl.cli":
+            if module.startswith("ddrl.") and module != "ddrl.command":
                 if not entered or entered[-1] != module:
                     entered.append(module)
 
-    parser = cli.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test")
+    parser = command.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test")
     args = parser.parse_args(["--dry-run", "--results-dir", str(tmp_path)])
     sys.setprofile(profile)
     try:
@@ -192,7 +192,7 @@ def test_rllib_config_is_built_once_per_run(tmp_path, monkeypatch):
     """Validation builds RLlib's config and RLlib checks it; the resources and Tune use that one."""
     from ray import tune
 
-    from ddrl import cli
+    from ddrl import command
     from ddrl.pipeline import ray_runtime, rllib_config, training, validation
 
     builds = []
@@ -213,15 +213,15 @@ def test_rllib_config_is_built_once_per_run(tmp_path, monkeypatch):
         monkeypatch.setattr(module, "build_algorithm_config", counted)
     monkeypatch.setattr(tune, "Tuner", Tuner)
     monkeypatch.setattr(ray_runtime, "ray_session", lambda *a: contextlib.nullcontext("no Ray"))
-    args = cli.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
+    args = command.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
         ["--results-dir", str(tmp_path), "--name", "once"]
     )
     with pytest.raises(Started) as started:
-        cli.run_training("gym", args)
+        command.run_training("gym", args)
     assert len(builds) == 1, f"RLlib's config built {len(builds)} times"
     assert started.value.args[0].param_space is not None
     # a search: each trial has its own values, so Tune gets a config with Tune's spaces
-    args = cli.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
+    args = command.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
         [
             "--results-dir",
             str(tmp_path),
@@ -232,7 +232,7 @@ def test_rllib_config_is_built_once_per_run(tmp_path, monkeypatch):
         ]
     )
     with pytest.raises(Started):
-        cli.run_training("gym", args)
+        command.run_training("gym", args)
     assert len(builds) == 1 + 2, "then the worst case for the checks and the search space for Tune"
 
 

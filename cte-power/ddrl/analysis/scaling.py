@@ -120,7 +120,7 @@ def speedup_table(table: pd.DataFrame, algorithm: str, fmt: str) -> str:
 
 
 def with_prices(overrides: dict[str, float]) -> dict[str, float]:
-    """The price table with ``--price INSTANCE=USD_PER_HOUR`` values (``cli.pairs``) over it."""
+    """The price table with ``--price INSTANCE=USD_PER_HOUR`` values (``options.pairs``) over it."""
     return {**INSTANCE_PRICES, **overrides}
 
 

@@ -1,6 +1,6 @@
 """One training run, the same wherever it starts: the checks before Ray, Ray, Tune.
 
-``cli.run_training`` (``ddrl train``, the train scripts, the Slurm jobs) and SageMaker's launcher
+``command.run_training`` (``ddrl train``, the train scripts, the Slurm jobs) and SageMaker's launcher
 (``sagemaker_rl.ray_launcher``) both call ``check`` and then ``train``; what differs between them
 is only who grants the resources (this machine or allocation, a SageMaker instance, a Ray cluster
 already up) and which extra Tune callbacks they add.

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from ddrl import cli
+from ddrl import options
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
 
@@ -39,9 +39,9 @@ def play(env, policy, episodes: int, seed: int) -> tuple[list[float], list[int]]
     return returns, lengths
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -54,10 +54,10 @@ def main(argv=None) -> int:
         "--env", default="HumanoidBulletEnv-v0", help="env id (default HumanoidBulletEnv-v0)"
     )
     parser.add_argument(
-        "--episodes", type=cli.whole(1, 10_000), default=20, help="episodes per policy (default 20)"
+        "--episodes", type=options.whole(1, 10_000), default=20, help="episodes per policy (default 20)"
     )
     parser.add_argument(
-        "--seed", type=cli.whole(0, 2**31 - 1), default=0, help="first reset seed (default 0)"
+        "--seed", type=options.whole(0, 2**31 - 1), default=0, help="first reset seed (default 0)"
     )
     args = parser.parse_args(argv)
     toolkits.check_env_id(args.toolkit, args.env)

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ddrl import algorithms, cli
+from ddrl import algorithms, options
 from ddrl.bench import machine
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
@@ -117,9 +117,9 @@ def timed_rounds(learner, updates: int, rounds: int, device: str) -> list[float]
     return seconds
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--config", type=Path, default=Path(SAC_YAML), help=f"default {SAC_YAML}")
@@ -135,25 +135,25 @@ def main(argv=None) -> int:
         help="where the learner runs (default: cuda where torch sees a GPU, else cpu)",
     )
     parser.add_argument(
-        "--updates", type=cli.whole(1, 100_000), default=500, help="per round (default 500)"
+        "--updates", type=options.whole(1, 100_000), default=500, help="per round (default 500)"
     )
-    parser.add_argument("--rounds", type=cli.whole(1, 100), default=5, help="(default 5)")
+    parser.add_argument("--rounds", type=options.whole(1, 100), default=5, help="(default 5)")
     parser.add_argument(
         "--env-steps-per-iteration",
-        type=cli.whole(1, 10**7),
+        type=options.whole(1, 10**7),
         default=1024,
         help="env steps of one iteration (default 1024: the shipped SAC/TD3 configs' iterations)",
     )
     parser.add_argument(
         "--transitions",
-        type=cli.whole(1, 10**7),
+        type=options.whole(1, 10**7),
         default=100_000,
         help="random transitions in the replay buffer (default 100,000)",
     )
     parser.add_argument(
-        "--obs-dim", type=cli.whole(1, 10**6), help="observation size (with --act-dim)"
+        "--obs-dim", type=options.whole(1, 10**6), help="observation size (with --act-dim)"
     )
-    parser.add_argument("--act-dim", type=cli.whole(1, 10**6), help="action size (with --obs-dim)")
+    parser.add_argument("--act-dim", type=options.whole(1, 10**6), help="action size (with --obs-dim)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: torch sees no CUDA GPU here; use --device cpu.")

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import learning_report
 from ddrl.bench import learning as lb
 from ddrl.bench import machine, sb3
@@ -141,9 +141,9 @@ def report(output_dir: Path, thresholds: dict, figures_dir: Path) -> None:
     )
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--envs", nargs="+", default=["HopperBulletEnv-v0", "HalfCheetahBulletEnv-v0"]
     )
-    parser.add_argument("--seeds", nargs="+", type=cli.whole(0, 2**32 - 1), default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=options.whole(0, 2**32 - 1), default=[0, 1, 2])
     parser.add_argument(
         "--systems",
         nargs="+",
@@ -177,17 +177,17 @@ def main(argv=None) -> int:
         help="return that counts as learned",
     )
     parser.add_argument(
-        "--jobs", type=cli.whole(1, 256), default=1, help="runs at once, one CPU each (default 1)"
+        "--jobs", type=options.whole(1, 256), default=1, help="runs at once, one CPU each (default 1)"
     )
     parser.add_argument(
         "--eval-every",
-        type=cli.whole(1),
+        type=options.whole(1),
         default=None,
         help="env steps between evaluations (default: a tenth of the budget)",
     )
     parser.add_argument(
         "--eval-episodes",
-        type=cli.whole(1, 1000),
+        type=options.whole(1, 1000),
         default=5,
         help="deterministic episodes per evaluation (default 5)",
     )
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--status-every",
-        type=cli.real(above=0),
+        type=options.real(above=0),
         default=60,
         help="seconds between progress lines (default 60)",
     )
@@ -219,12 +219,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--task",
-        type=cli.whole(0),
+        type=options.whole(0),
         default=None,
         metavar="K",
         help="run only the K-th run of the list, here (a Slurm array task: --task $SLURM_ARRAY_TASK_ID)",
     )
-    cli.add_overrides(
+    options.add_overrides(
         parser,
         help="change a setting of our runs, e.g. --set env_runners.observation_filter=MeanStdFilter "
         "(an ablation: with --systems ours and its own --output-dir; repeatable)",
@@ -243,8 +243,8 @@ def main(argv=None) -> int:
     if args.figures_dir is None:
         default_output = args.output_dir.resolve() == OUTPUT_DIR.resolve()
         args.figures_dir = FIGURES if default_output else args.output_dir
-    budget = cli.pairs(args.budget, cli.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
-    threshold = cli.pairs(args.threshold, cli.real(), "threshold", "HopperBulletEnv-v0=1000")
+    budget = options.pairs(args.budget, options.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
+    threshold = options.pairs(args.threshold, options.real(), "threshold", "HopperBulletEnv-v0=1000")
     budgets, thresholds = {**lb.DEFAULT_BUDGETS, **budget}, {**lb.DEFAULT_THRESHOLDS, **threshold}
     if args.report_only:
         report(args.output_dir, thresholds, args.figures_dir)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.envs import toolkits
 from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
 
@@ -97,18 +97,18 @@ def train_for(raw: dict, env_steps: int, progress) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "--sac-steps",
-        type=cli.whole(1),
+        type=options.whole(1),
         default=10_000,
         help="env steps per SAC run (default 10,000)",
     )
     parser.add_argument(
         "--ppo-steps",
-        type=cli.whole(1),
+        type=options.whole(1),
         default=100_000,
         help="env steps per PPO run (default 100,000)",
     )

@@ -13,24 +13,24 @@ import argparse
 import multiprocessing
 import sys
 
-from ddrl import cli
+from ddrl import options
 from ddrl.bench import machine
 from ddrl.bench.throughput import step_randomly
 
 TOOLKIT = "pybullet-envs"
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--env", default="HumanoidBulletEnv-v0", help="a PyBullet env id")
     parser.add_argument(
-        "--processes", type=cli.whole(1, 1024), default=2, help="processes stepping at once"
+        "--processes", type=options.whole(1, 1024), default=2, help="processes stepping at once"
     )
     parser.add_argument(
-        "--seconds", type=cli.real(above=0, high=3600), default=20.0, help="seconds each"
+        "--seconds", type=options.real(above=0, high=3600), default=20.0, help="seconds each"
     )
     args = parser.parse_args(argv)
     from ddrl.envs import toolkits

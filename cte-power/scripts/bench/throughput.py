@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.bench import machine, sbx, throughput
 from ddrl.envs import toolkits
 from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
@@ -149,9 +149,9 @@ def measure_updates(algorithm, experiment, env_id, ours, peers, args, record) ->
         record(f"{algorithm} update, ours, against {short}", rounds, "ours", peer, unit=unit)
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--algorithms", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
@@ -164,35 +164,35 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--rounds",
-        type=cli.whole(1, 1000),
+        type=options.whole(1, 1000),
         default=5,
         help="alternating rounds of each measure and its limit (default 5; one training iteration each)",
     )
     parser.add_argument(
         "--sampling-rounds",
-        type=cli.whole(1, 1000),
+        type=options.whole(1, 1000),
         default=30,
         help="alternating rounds of raw stepping and sampling (default 30)",
     )
     parser.add_argument(
         "--seconds",
-        type=cli.real(above=0, high=3600),
+        type=options.real(above=0, high=3600),
         default=1.0,
         help="seconds of raw stepping per round (default 1)",
     )
     parser.add_argument(
         "--sampling-steps",
-        type=cli.whole(1),
+        type=options.whole(1),
         default=1000,
         help="env steps sampled per round (default 1000)",
     )
     parser.add_argument(
         "--updates",
-        type=cli.whole(1),
+        type=options.whole(1),
         default=64,
         help="gradient updates per round of the SAC/TD3 update measure (default 64)",
     )
-    cli.add_overrides(
+    options.add_overrides(
         parser, help="override every config, e.g. --set training.train_batch_size_per_learner=64"
     )
     parser.add_argument(

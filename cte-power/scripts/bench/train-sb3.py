@@ -14,15 +14,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli
+from ddrl import options
 from ddrl.bench import sb3, sb3_training
 from ddrl.errors import UserError
 from ddrl.pipeline import validation
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--toolkit", default="pybullet-envs", help="the config's toolkit (default pybullet-envs)"
     )
-    cli.add_overrides(parser)
+    options.add_overrides(parser)
     parser.add_argument(
         "--output",
         type=Path,
@@ -39,18 +39,18 @@ def main(argv=None) -> int:
         help="the run's folder (keep it outside the repository)",
     )
     parser.add_argument(
-        "--seed", type=cli.whole(0, 2**32 - 1), default=0, help="SB3's seed (default 0)"
+        "--seed", type=options.whole(0, 2**32 - 1), default=0, help="SB3's seed (default 0)"
     )
     parser.add_argument(
         "--checkpoint-every",
-        type=cli.whole(1),
+        type=options.whole(1),
         default=25_000,
         metavar="STEPS",
         help="env steps between checkpoints (default 25,000)",
     )
     parser.add_argument(
         "--torch-threads",
-        type=cli.whole(1, 1024),
+        type=options.whole(1, 1024),
         default=None,
         metavar="N",
         help="torch threads (default: torch's, one per core; 1 beside another run on the same cores)",

@@ -12,14 +12,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import plotting, scaling, summaries
 from ddrl.analysis.prices import INSTANCE_PRICES, PRICES_AS_OF
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -27,19 +27,19 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--target-return",
-        type=cli.real(),
+        type=options.real(),
         default=2000.0,
         help="mean return to reach (default: %(default)s)",
     )
     parser.add_argument(
         "--env-steps",
-        type=cli.real(above=0),
+        type=options.real(above=0),
         default=1_000_000,
         help="fixed budget of env steps (default: %(default)s)",
     )
     parser.add_argument(
         "--instances",
-        type=cli.whole(1, 10_000),
+        type=options.whole(1, 10_000),
         default=1,
         help="instances the run used (default: %(default)s)",
     )
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     args = parser.parse_args(argv)
 
-    prices_given = cli.pairs(args.price, cli.real(above=0), "price", "ml.c5.4xlarge=0.952")
+    prices_given = options.pairs(args.price, options.real(above=0), "price", "ml.c5.4xlarge=0.952")
     prices = scaling.with_prices(prices_given)
     table = summaries.read_summaries(
         args.summaries,

@@ -25,15 +25,15 @@ from pathlib import Path
 
 import yaml
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import case_study, plotting, summaries
 from ddrl.errors import UserError
 from ddrl.pipeline import results
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

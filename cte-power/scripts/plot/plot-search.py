@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import plotting, search_results
 from ddrl.errors import UserError
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("trials", type=Path, help="a <search>-trials.csv from summarize-data.py")

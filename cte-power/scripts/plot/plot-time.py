@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import plotting, scaling, scaling_model, summaries
 
 THESIS_CSV = paths.CTE_POWER_DIR / "results" / "humanoid" / "thesis-humanoid-iteration-times.csv"
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output-dir", type=Path, default=paths.REPO_DIR / "figures" / "plots")
     parser.add_argument(
         "--predict",
-        type=cli.whole(1, 100_000),
+        type=options.whole(1, 100_000),
         metavar="N",
         help="draw the fitted model's predictions up to N env runners (prediction-<algo>.png/.csv)",
     )
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--validate",
-        type=cli.whole(1, 100_000),
+        type=options.whole(1, 100_000),
         metavar="K",
         help="fit each series on its runs with at most K runners, predict the rest, print the errors",
     )
@@ -76,8 +76,8 @@ def main(argv=None) -> int:
         parser.error("--predict N needs N >= 1")
     gpu_learn = {
         name.upper(): seconds
-        for name, seconds in cli.pairs(
-            args.gpu_learn_s, cli.real(above=0), "gpu-learn-s", "SAC=4.1"
+        for name, seconds in options.pairs(
+            args.gpu_learn_s, options.real(above=0), "gpu-learn-s", "SAC=4.1"
         ).items()
     }
     if not args.summaries and not args.thesis:

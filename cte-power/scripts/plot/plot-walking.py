@@ -8,15 +8,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import plotting, walking
 
 COMMITTED = paths.REPO_DIR / "cte-power" / "results" / "case-study" / "walking-humanoid"
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

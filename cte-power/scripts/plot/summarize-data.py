@@ -14,13 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.analysis import search_results, summaries
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

@@ -12,15 +12,15 @@ import datetime
 import sys
 from pathlib import Path
 
-from ddrl import cli, paths
+from ddrl import options, paths
 from ddrl.errors import UserError
 
 WALKING_RUN = paths.REPO_DIR / "cte-power" / "results" / "case-study" / "walking-humanoid"
 
 
-@cli.report_errors
+@options.report_errors
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(
+    parser = options.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--name", required=True, help="the agent's folder name: say what it does")
@@ -30,12 +30,12 @@ def main(argv=None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--episodes",
-        type=cli.whole(1, 100),
+        type=options.whole(1, 100),
         default=3,
         help="seeded episodes to measure (default 3)",
     )
     parser.add_argument(
-        "--gif-steps", type=cli.whole(1, 100_000), default=400,
+        "--gif-steps", type=options.whole(1, 100_000), default=400,
         help="steps of the first episode the GIF shows (default 400; a walk lasts 1,000: the "
         "numbers come from the whole episodes)",
     )  # fmt: skip

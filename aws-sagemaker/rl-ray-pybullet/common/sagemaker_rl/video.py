@@ -53,7 +53,7 @@ def record(
 
 
 def main(argv=None) -> int:
-    from ddrl.cli import report_errors
+    from ddrl.options import report_errors
     from ddrl.pipeline.rllib_config import quiet_rllib_notices
 
     parser = argparse.ArgumentParser(
