@@ -91,7 +91,10 @@ def test_the_one_name_number_parser(items, message):
     with pytest.raises(UserError) as err:
         options.pairs(items, options.whole(1), "budget", "SAC=20000", names=("SAC", "TD3"))
     assert str(err.value) == message or str(err.value).startswith(message)
-    assert options.pairs(["SAC=5", "TD3=7"], options.whole(1), "budget", "SAC=1") == {"SAC": 5, "TD3": 7}
+    assert options.pairs(["SAC=5", "TD3=7"], options.whole(1), "budget", "SAC=1") == {
+        "SAC": 5,
+        "TD3": 7,
+    }
 
 
 def test_version_and_show_the_resolved_settings(tmp_path):

@@ -54,7 +54,10 @@ def main(argv=None) -> int:
         "--env", default="HumanoidBulletEnv-v0", help="env id (default HumanoidBulletEnv-v0)"
     )
     parser.add_argument(
-        "--episodes", type=options.whole(1, 10_000), default=20, help="episodes per policy (default 20)"
+        "--episodes",
+        type=options.whole(1, 10_000),
+        default=20,
+        help="episodes per policy (default 20)",
     )
     parser.add_argument(
         "--seed", type=options.whole(0, 2**31 - 1), default=0, help="first reset seed (default 0)"

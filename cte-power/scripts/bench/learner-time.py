@@ -153,7 +153,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--obs-dim", type=options.whole(1, 10**6), help="observation size (with --act-dim)"
     )
-    parser.add_argument("--act-dim", type=options.whole(1, 10**6), help="action size (with --obs-dim)")
+    parser.add_argument(
+        "--act-dim", type=options.whole(1, 10**6), help="action size (with --obs-dim)"
+    )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: torch sees no CUDA GPU here; use --device cpu.")

@@ -177,7 +177,10 @@ def main(argv=None) -> int:
         help="return that counts as learned",
     )
     parser.add_argument(
-        "--jobs", type=options.whole(1, 256), default=1, help="runs at once, one CPU each (default 1)"
+        "--jobs",
+        type=options.whole(1, 256),
+        default=1,
+        help="runs at once, one CPU each (default 1)",
     )
     parser.add_argument(
         "--eval-every",
@@ -244,7 +247,9 @@ def main(argv=None) -> int:
         default_output = args.output_dir.resolve() == OUTPUT_DIR.resolve()
         args.figures_dir = FIGURES if default_output else args.output_dir
     budget = options.pairs(args.budget, options.whole(1), "budget", "SAC=20000", lb.DEFAULT_BUDGETS)
-    threshold = options.pairs(args.threshold, options.real(), "threshold", "HopperBulletEnv-v0=1000")
+    threshold = options.pairs(
+        args.threshold, options.real(), "threshold", "HopperBulletEnv-v0=1000"
+    )
     budgets, thresholds = {**lb.DEFAULT_BUDGETS, **budget}, {**lb.DEFAULT_THRESHOLDS, **threshold}
     if args.report_only:
         report(args.output_dir, thresholds, args.figures_dir)
