@@ -102,9 +102,10 @@ def export(checkpoint: Path, folder: Path, about: dict, check_env=None, steps: i
     observations, and a difference beyond ``TOLERANCE`` is an error."""
     from ray.rllib.connectors.env_to_module import MeanStdFilter
 
-    from ddrl import compat, rendering
+    from ddrl import compat
+    from ddrl.policy import Policy
 
-    policy = rendering.Policy(checkpoint)
+    policy = Policy(checkpoint)
     module = policy.module
     linears, activations = _layers(module)
     arrays = {}

@@ -12,7 +12,7 @@ standard deviation of all observations seen so far, then clipped to [-10, 10].
   with statistics gathered from evaluation episodes alone, so ``SyncEvaluationFilter`` copies
   them before each round.
 - Playback (the render scripts, the SageMaker endpoint) applies the checkpoint's statistics,
-  frozen (``freeze``), through ``ddrl.rendering.Policy``.
+  frozen (``freeze``), through ``ddrl.policy.Policy``.
 
 Off-policy algorithms store the normalized observations in their replay buffer, with the
 statistics of the moment they were seen (as RLlib 1.x did).

@@ -1,11 +1,16 @@
 """Tune's MLflow and W&B logger callbacks with our parameter and metric names
-(``ddrl.pipeline.tracking``). Kept apart: importing MLflow and W&B takes seconds."""
+(``ddrl.pipeline.tracking``), built from the experiment's ``tracking`` group. Kept apart:
+importing MLflow and W&B takes seconds."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.air.integrations.wandb import WandbLoggerCallback, _QueueItem
 
+from ddrl.pipeline import tracking
 from ddrl.pipeline.tracking import tracked_metrics, tracked_params
 
 
@@ -68,3 +73,35 @@ class TrackedWandb(WandbLoggerCallback):
         if trial not in self._trial_logging_actors:
             self.log_trial_start(trial)
         self._trial_queues[trial].put((_QueueItem.RESULT, tracked_metrics(result)))
+
+
+def tune_callbacks(experiment, path: Path) -> list:
+    """The Tune callbacks of the experiment's ``tracking`` group."""
+    settings = experiment.tracking or {}
+    found = []
+    if "mlflow" in settings:
+        mlflow = settings["mlflow"]
+        found.append(
+            TrackedMLflow(
+                experiment.to_dict(),
+                tracking_uri=mlflow["tracking_uri"]
+                or f"sqlite:///{Path(path).resolve() / tracking.MLFLOW_STORE}",
+                experiment_name=mlflow["experiment_name"] or Path(path).name,
+                tags={"ddrl_experiment": Path(path).name},
+            )
+        )
+    if "wandb" in settings:
+        wandb = settings["wandb"]
+        online = wandb["mode"] == "online" or (
+            wandb["mode"] == "auto" and os.environ.get("WANDB_API_KEY")
+        )
+        found.append(
+            TrackedWandb(
+                experiment.to_dict(),
+                project=wandb["project"],
+                group=Path(path).name,
+                mode="online" if online else "offline",
+                dir=str(Path(path).resolve()),  # W&B adds WANDB_DIR
+            )
+        )
+    return found

@@ -1,5 +1,5 @@
 """Experiment tracking: each trial as an MLflow run and/or a Weights & Biases run, through
-Tune's logger callbacks.
+Tune's logger callbacks (``ddrl.pipeline.trackers``, which imports this module, never the reverse).
 
 Chosen with the experiment file's ``tracking`` group (``tracking: {mlflow: {}, wandb: {}}``) or
 the train scripts' ``--track mlflow`` / ``--track wandb``. MLflow: without a ``tracking_uri`` the
@@ -14,8 +14,6 @@ these metrics under stable names (MLflow's step is the env steps):
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 from ddrl.pipeline import results
 
@@ -86,38 +84,3 @@ def check_reachable(experiment, timeout: float = PROBE_TIMEOUT_S) -> None:
             f"tracking.mlflow.tracking_uri {uri} does not answer ({reason}, {timeout:g} s); start "
             "the MLflow server, fix the URI, or drop it for a local store in the experiment's folder."
         ) from None
-
-
-def callbacks(experiment, path: Path) -> list:
-    """The Tune callbacks of the experiment's ``tracking`` group."""
-    settings = experiment.tracking or {}
-    found = []
-    if settings:
-        from ddrl.pipeline.trackers import TrackedMLflow, TrackedWandb  # MLflow, W&B: slow imports
-
-    if "mlflow" in settings:
-        mlflow = settings["mlflow"]
-        found.append(
-            TrackedMLflow(
-                experiment.to_dict(),
-                tracking_uri=mlflow["tracking_uri"]
-                or f"sqlite:///{Path(path).resolve() / MLFLOW_STORE}",
-                experiment_name=mlflow["experiment_name"] or Path(path).name,
-                tags={"ddrl_experiment": Path(path).name},
-            )
-        )
-    if "wandb" in settings:
-        wandb = settings["wandb"]
-        online = wandb["mode"] == "online" or (
-            wandb["mode"] == "auto" and os.environ.get("WANDB_API_KEY")
-        )
-        found.append(
-            TrackedWandb(
-                experiment.to_dict(),
-                project=wandb["project"],
-                group=Path(path).name,
-                mode="online" if online else "offline",
-                dir=str(Path(path).resolve()),  # W&B adds WANDB_DIR
-            )
-        )
-    return found

@@ -18,7 +18,7 @@ from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
 from ddrl.output import say
-from ddrl.pipeline import checkpoints, tracking
+from ddrl.pipeline import checkpoints
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import (
     ENV_STEPS,
@@ -498,7 +498,7 @@ def run(
                     make_checkpoint_and_stop(),
                     make_state_keeper(path),
                     make_curve_writer(path),
-                    *tracking.callbacks(experiment, path),
+                    *_tracking_callbacks(experiment, path),
                     *callbacks,
                 ],
                 verbose=0,
@@ -622,3 +622,12 @@ def _summarize_search(path: Path) -> None:
         return
     say(f"search: {len(table)} trials ranked in {trials_csv}")
     say(f"best trial {table['trial'].iloc[0]}: train it again with --config {best_yaml}")
+
+
+def _tracking_callbacks(experiment, path: Path) -> list:
+    """MLflow's and W&B's Tune callbacks, if the experiment tracks (their imports take seconds)."""
+    if not experiment.tracking:
+        return []
+    from ddrl.pipeline import trackers
+
+    return trackers.tune_callbacks(experiment, path)

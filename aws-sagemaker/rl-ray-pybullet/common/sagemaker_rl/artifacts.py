@@ -10,7 +10,7 @@
         env_runner/env_to_module_connector/   env_runner/module_to_env_connector/
 
 That is a (trimmed) Tune experiment folder, so the cluster's own render script plays it
-(``render-bullet.py --checkpoint model/``) and ``ddrl.rendering.Policy`` loads it; optimizer state,
+(``render-bullet.py --checkpoint model/``) and ``ddrl.policy.Policy`` loads it; optimizer state,
 replay buffers and Tune's bookkeeping stay in the checkpoints, which are for resuming.
 """
 
@@ -28,7 +28,7 @@ from ddrl.pipeline.checkpoints import whole_checkpoints
 from ddrl.pipeline.results import EXPERIMENT_FILE
 
 MODEL_FILE = "model.json"
-#: What of an RLlib checkpoint the policy needs (relative paths); see ddrl.rendering.Policy.
+#: What of an RLlib checkpoint the policy needs (relative paths); see ddrl.policy.Policy.
 POLICY_PARTS = (
     "rllib_checkpoint.json",
     "learner_group/learner/rl_module/default_policy",

@@ -7,7 +7,7 @@ SageMaker runs ``docker run <image> serve`` with the model artifact extracted in
                        {"observations": [[...], [...]]}        -> {"actions": [[...], [...]]}
 
 Actions are the deterministic policy's, through the same connectors as in training (what
-``ddrl.rendering.Policy`` applies), in the environment's action space. Each observation is
+``ddrl.policy.Policy`` applies), in the environment's action space. Each observation is
 answered on its own (a fresh episode), which suits the stateless MLP policies trained here.
 """
 
