@@ -737,7 +737,7 @@ def test_sigterm_to_pid_1_reaches_training_only_through_the_images_bash_env(
     with_bash_env, tmp_path
 ):
     """SageMaker signals PID 1, the ContainerEntrypoint's bash: it drops SIGTERM (the control);
-    with the image's BASH_ENV it becomes sagemaker_rl.init, which hands it to training, while the
+    with the image's BASH_ENV it becomes sagemaker_rl.pid1, which hands it to training, while the
     driver between them (here: a pipe through cat) carries the last lines."""
     from sagemaker_offline import local_mode
 
@@ -774,7 +774,7 @@ def test_a_job_stopped_at_its_max_runtime_checkpoints_and_exports_through_pid_1(
     offline_aws, tmp_path, docker_image_or_none
 ):
     """The whole chain as SageMaker runs it: SDK v3's driver as PID 1 of the container, SIGTERM
-    to it at MaxRuntimeInSeconds, sagemaker_rl.init hands it to training, which checkpoints,
+    to it at MaxRuntimeInSeconds, sagemaker_rl.pid1 hands it to training, which checkpoints,
     exports the model and ends the job cleanly. In the real image where Docker is (CI: always),
     else as PID 1 of a PID namespace of this machine."""
     import tarfile

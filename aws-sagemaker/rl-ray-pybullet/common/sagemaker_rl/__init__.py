@@ -8,7 +8,7 @@
 - ``callbacks``: #metrics lines and videos at checkpoints; ``metrics``: the regexes for them;
 - ``artifacts``: the model artifact (policy + experiment config); ``video``: record a policy;
 - ``evaluate``: the evaluation job; ``serve``: an inference server for a SageMaker endpoint;
-- ``init``: the container's PID 1, which hands SageMaker's stop signal to training
+- ``pid1``: the container's PID 1, which hands SageMaker's stop signal to training
   (``bash_env.sh`` makes the job's first bash exec it).
 
 The notebook's helpers (account, image, jobs, costs, monitoring, clean-up) are in

@@ -62,16 +62,16 @@ def main(
 
 
 def register_for_stop_signal() -> None:
-    """Tell the container's PID 1 (``sagemaker_rl.init``) to send SageMaker's SIGTERM to this
+    """Tell the container's PID 1 (``sagemaker_rl.pid1``) to send SageMaker's SIGTERM to this
     process: the SDK's driver, our parent, must live on to carry our last lines to the log."""
     import atexit
 
     from ddrl.pipeline.training import StopRequest
-    from sagemaker_rl.init import PIDFILE_VARIABLE
+    from sagemaker_rl.pid1 import PIDFILE_VARIABLE
 
     pidfile = os.environ.get(PIDFILE_VARIABLE)
     if not pidfile:
-        return  # not under sagemaker_rl.init (run by hand, tests of the entry point alone)
+        return  # not under sagemaker_rl.pid1 (run by hand, tests of the entry point alone)
     # from the moment PID 1 forwards SIGTERM here, it must stop training, not kill the process
     # (a job stopped while Ray starts still checkpoints its first iteration and exports a model)
     StopRequest.install(signal.SIGTERM)

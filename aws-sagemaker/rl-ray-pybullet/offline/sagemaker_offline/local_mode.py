@@ -21,7 +21,7 @@ Each host's command runs as PID 1 of a PID namespace of its own (``unshare --pid
 machine allows it: root, or user namespaces), with the image's ``BASH_ENV``, and a stop
 (``MaxRuntimeInSeconds``) sends SIGTERM to that PID 1 only, and SIGKILL to everything 120 s
 later (``STOP_GRACE_S``), as SageMaker does; so a stop reaches
-training only through ``sagemaker_rl.init``, as in the cloud. Elsewhere the stop signals the
+training only through ``sagemaker_rl.pid1``, as in the cloud. Elsewhere the stop signals the
 host's process group, which hides a PID 1 that forwards nothing (the run says so).
 
 With ``image=`` (a tag that ``sagemaker_offline.image`` built), each host runs in that real
@@ -55,7 +55,7 @@ import sagemaker_rl
 from ddrl.errors import UserError
 from sagemaker_notebook.monitoring import LOG_GROUP, download_prefix
 from sagemaker_offline.contract_writer import write_contract
-from sagemaker_rl.init import PIDFILE_VARIABLE
+from sagemaker_rl.pid1 import PIDFILE_VARIABLE
 
 _KEPT_VARIABLES = {
     "PATH",
@@ -505,7 +505,7 @@ def _docker_run(image: str, name: str, base: Path, command: list[str], env: dict
     return [*run, image, *command[1:]]
 
 
-#: what the image sets as BASH_ENV (see the Dockerfile): it makes PID 1 sagemaker_rl.init
+#: what the image sets as BASH_ENV (see the Dockerfile): it makes PID 1 sagemaker_rl.pid1
 BASH_ENV_FILE = Path(sagemaker_rl.__file__).resolve().parent / "bash_env.sh"
 
 

@@ -14,7 +14,7 @@ runs the bash command as its child and forwards SIGTERM, SIGINT, SIGUSR1 and SIG
 It reaps every process (a PID 1 adopts orphans) and exits as its child did, after giving what
 is left of training ``GRACE_S`` seconds (the container's end stops the rest).
 
-Run as ``python3 -m sagemaker_rl.init COMMAND...``.
+Run as ``python3 -m sagemaker_rl.pid1 COMMAND...``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def training_pid(pidfile: str) -> int | None:
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python3 -m sagemaker_rl.init COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python3 -m sagemaker_rl.pid1 COMMAND [ARGS...]", file=sys.stderr)
         return 2
     pidfile = os.environ.setdefault(PIDFILE_VARIABLE, DEFAULT_PIDFILE)
     child = subprocess.Popen(argv, start_new_session=True)
