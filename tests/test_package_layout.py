@@ -66,3 +66,16 @@ def test_no_two_modules_of_the_package_import_each_other():
 def test_a_circle_is_found():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_sagemaker_packages_map_names_its_modules_and_only_them():
+    """sagemaker_rl/__init__.py's list is the map of the SageMaker side: every module in it, none
+    that does not exist."""
+    import re
+
+    package = ROOT.parents[1] / "aws-sagemaker" / "rl-ray-pybullet" / "common" / "sagemaker_rl"
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+    listed = set(re.findall(r"^- ``(\w+)``|; ``(\w+)``:", doc, re.M))
+    listed = {name for pair in listed for name in pair if name}
+    modules = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+    assert listed == modules, f"listed only: {listed - modules}; not listed: {modules - listed}"
