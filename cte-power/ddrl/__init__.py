@@ -12,7 +12,7 @@ folders follow one training run:
 - ``bench``: throughput and learning benchmarks against Stable-Baselines3;
 - ``rendering``: videos and frame strips of trained agents;
 - ``command`` (the ``ddrl`` command: its parsers and the training entry ``run_training``) and
-  ``options`` (one-line errors and option types, shared with the thesis-named scripts), ``ray_cluster`` (the multi-node launcher), ``paths`` and ``errors``.
+  ``options`` (one-line errors and option types, shared with the thesis-named scripts), ``ray_nodes`` (the multi-node launcher: `ray start` on each node of a job), ``paths`` and ``errors``.
 """
 
 __version__ = "0.1.0"

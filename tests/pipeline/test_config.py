@@ -193,7 +193,7 @@ def test_rllib_config_is_built_once_per_run(tmp_path, monkeypatch):
     from ray import tune
 
     from ddrl import command
-    from ddrl.pipeline import ray_runtime, rllib_config, training, validation
+    from ddrl.pipeline import ray_session, rllib_config, training, validation
 
     builds = []
 
@@ -212,7 +212,7 @@ def test_rllib_config_is_built_once_per_run(tmp_path, monkeypatch):
     for module in (validation, training):
         monkeypatch.setattr(module, "build_algorithm_config", counted)
     monkeypatch.setattr(tune, "Tuner", Tuner)
-    monkeypatch.setattr(ray_runtime, "ray_session", lambda *a: contextlib.nullcontext("no Ray"))
+    monkeypatch.setattr(ray_session, "ray_session", lambda *a: contextlib.nullcontext("no Ray"))
     args = command.train_parser("gym", "trainings/gym/ppo-cartpole.yaml", "test").parse_args(
         ["--results-dir", str(tmp_path), "--name", "once"]
     )

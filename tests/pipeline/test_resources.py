@@ -60,7 +60,7 @@ def test_a_stop_request_on_sigterm_survives_ray_start(monkeypatch, tmp_path):
 
     import ray
 
-    from ddrl.pipeline import ray_runtime
+    from ddrl.pipeline import ray_session
     from ddrl.pipeline.resources import Resources
     from ddrl.pipeline.training import StopRequest
 
@@ -69,7 +69,7 @@ def test_a_stop_request_on_sigterm_survives_ray_start(monkeypatch, tmp_path):
     previous = signal.getsignal(signal.SIGTERM)
     StopRequest.install(signal.SIGTERM)
     try:
-        ray_runtime.start_ray(Resources(1, 0, "test"))
+        ray_session.start_ray(Resources(1, 0, "test"))
         assert signal.getsignal(signal.SIGTERM) == StopRequest.handle
     finally:
         ray.shutdown()

@@ -1,2 +1,2 @@
 """The run pipeline, in order: ``experiment`` (pure data) -> ``rllib_config`` (validated
-against RLlib, built) -> ``resources`` -> ``ray_runtime`` -> ``training`` -> ``results``."""
+against RLlib, built) -> ``resources`` -> ``ray_session`` -> ``training`` -> ``results``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddrl.output import say
-from ddrl.pipeline import ray_runtime, resources, results, tracking, training
+from ddrl.pipeline import ray_session, resources, results, tracking, training
 from ddrl.pipeline.resources import Resources
 
 
@@ -50,6 +50,6 @@ def train(
     if ray.is_initialized():
         resources.check_fits(needed, resources.ray_cluster())
         return training.run(experiment, path, resume=resume, callbacks=list(callbacks))
-    with ray_runtime.ray_session(granted, needed) as started:
+    with ray_session.ray_session(granted, needed) as started:
         say(started)
         return training.run(experiment, path, resume=resume, callbacks=list(callbacks))

@@ -88,7 +88,7 @@ def attaching() -> bool:
 
 def granted_here(environ: dict | None = None) -> Resources | None:
     """What a run may use: the Slurm allocation or this machine; None when it joins the cluster
-    at RAY_ADDRESS (what that grants is checked once joined: ``ray_runtime.ray_session``)."""
+    at RAY_ADDRESS (what that grants is checked once joined: ``ray_session.ray_session``)."""
     return None if attaching() else available(environ)
 
 

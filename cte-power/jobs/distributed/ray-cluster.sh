@@ -1,5 +1,5 @@
 # The multi-node Ray launcher of Slurm jobs, sourced by jobs/distributed/*.sh and
-# jobs/search/search.sh after jobs/env.sh. The work is done by ddrl.ray_cluster (also what
+# jobs/search/search.sh after jobs/env.sh. The work is done by ddrl.ray_nodes (also what
 # SageMaker's multi-host start uses): one `srun` task per node runs its Ray node, and the
 # driver waits for them all.
 #
@@ -41,9 +41,9 @@ ddrl_ray_cluster_up() {
         node=${nodes[$index]}
         local log="$DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-$node.log"
         # --overlap: the batch step (our driver) shares the first node with the head.
-        # ddrl.ray_cluster: the head on rank 0; a worker elsewhere once the head answers
+        # ddrl.ray_nodes: the head on rank 0; a worker elsewhere once the head answers
         srun --nodes=1 --ntasks=1 --overlap -w "$node" \
-            python -m ddrl.ray_cluster node --rank="$index" --address="$RAY_ADDRESS" "${ip_args[@]}" \
+            python -m ddrl.ray_nodes node --rank="$index" --address="$RAY_ADDRESS" "${ip_args[@]}" \
             --num-cpus="$cpus" --num-gpus="$gpus" --timeout="$timeout" --log="$log" \
             --agent-port=$((22000 + slot * 8 + index % 8)) --temp-dir="$RAY_TMPDIR/node$index" \
             >> "$log" 2>&1 &
@@ -51,7 +51,7 @@ ddrl_ray_cluster_up() {
     done
 
     echo "ddrl: waiting up to ${timeout}s for ${#nodes[@]} Ray node(s) at $RAY_ADDRESS"
-    if ! python -m ddrl.ray_cluster wait --nodes="${#nodes[@]}" --timeout="$timeout" \
+    if ! python -m ddrl.ray_nodes wait --nodes="${#nodes[@]}" --timeout="$timeout" \
             --report="$DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.cluster.json"; then
         echo "error: the Ray cluster did not form; see $DDRL_JOB_LOGS/out/${SLURM_JOB_NAME}-${SLURM_JOB_ID}.ray-*.log" >&2
         return 1
@@ -77,7 +77,7 @@ ddrl_ray_cluster_watch() {
 ddrl_ray_cluster_down() {
     local pid
     for pid in "${DDRL_RAY_STEP_PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null   # srun forwards it; ddrl.ray_cluster then stops its node
+        kill -TERM "$pid" 2>/dev/null   # srun forwards it; ddrl.ray_nodes then stops its node
     done
     for pid in "${DDRL_RAY_STEP_PIDS[@]}"; do
         wait "$pid" 2>/dev/null

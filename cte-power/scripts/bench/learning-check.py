@@ -21,7 +21,7 @@ import yaml
 
 from ddrl import options, paths
 from ddrl.envs import toolkits
-from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
+from ddrl.pipeline import ray_session, resources, rllib_config, validation
 
 TOOLKIT = "pybullet-envs"
 SAC_FILE = paths.TRAININGS_DIR / TOOLKIT / "sac-inverted-double-pendulum.yaml"
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     if args.only in (None, "PPO"):
         runs.update({name: (settings, args.ppo_steps) for name, settings in ppo_pair(raw).items()})
 
-    print(ray_runtime.start_ray(resources.available()), flush=True)
+    print(ray_session.start_ray(resources.available()), flush=True)
     rows = []
     try:
         for name, (settings, budget) in runs.items():
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
                 }
             )
     finally:
-        ray_runtime.stop_ray()
+        ray_session.stop_ray()
     table = pd.DataFrame(rows)
     output = (
         args.output

@@ -31,7 +31,7 @@ import pandas as pd
 from ddrl import options, paths
 from ddrl.bench import machine, sbx, throughput
 from ddrl.envs import toolkits
-from ddrl.pipeline import ray_runtime, resources, rllib_config, validation
+from ddrl.pipeline import ray_session, resources, rllib_config, validation
 
 TOOLKIT = "pybullet-envs"
 CONFIGS = {"PPO": "ppo.yaml", "SAC": "sac.yaml", "TD3": "td3.yaml"}
@@ -278,13 +278,13 @@ def main(argv=None) -> int:
         TARGETS["sampling many"],
     )
 
-    print(ray_runtime.start_ray(resources.available()), flush=True)
+    print(ray_session.start_ray(resources.available()), flush=True)
     try:
         for algorithm in args.algorithms:
             experiment = load(algorithm, args.overrides)
             measure_algorithm(algorithm, experiment, env_id, envs, args, record, rows)
     finally:
-        ray_runtime.stop_ray()
+        ray_session.stop_ray()
 
     table = pd.DataFrame(rows).assign(ray_cpus=resources.available().cpus, **host)
     output = args.output or paths.first_unused(

@@ -1,6 +1,6 @@
 """One Ray cluster over a SageMaker job's hosts (of one instance group, or several).
 
-The nodes, the waits and name resolution are ``ddrl.ray_cluster``'s, the launcher Slurm jobs use
+The nodes, the waits and name resolution are ``ddrl.ray_nodes``'s, the launcher Slurm jobs use
 too; what is SageMaker's own is here: which host is the head, the token, the end-of-training
 notice to the workers.
 
@@ -24,8 +24,8 @@ import os
 import time
 from pathlib import Path
 
-from ddrl.pipeline.ray_runtime import default_temp_dir
-from ddrl.ray_cluster import RayNode, port_open
+from ddrl.pipeline.ray_session import default_temp_dir
+from ddrl.ray_nodes import RayNode, port_open
 
 #: Custom resource of the head node; the trial's main process asks for a little of it, so the
 #: driver-side Algorithm (and with it Tune's checkpoints) stays on the host whose

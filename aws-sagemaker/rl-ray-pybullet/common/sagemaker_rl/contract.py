@@ -321,7 +321,7 @@ def host_ips(environ: dict | None = None) -> dict[str, str]:
 def resolve_host(host: str, environ: dict | None = None) -> str:
     """The address of a job host: from DDRL_SM_HOST_IPS if it names it, else DNS (SageMaker's),
     retried for up to DDRL_RESOLVE_TIMEOUT_S (300 s): the job's hosts appear in DNS as they boot."""
-    from ddrl.ray_cluster import resolve
+    from ddrl.ray_nodes import resolve
 
     mapping = host_ips(environ)
     if host in mapping:

@@ -181,18 +181,18 @@ class Launcher:
         return self.run_driver(experiment)
 
     def run_worker(self) -> int:
-        from ddrl import ray_cluster
+        from ddrl import ray_nodes
         from sagemaker_rl import cluster
 
         token, source = cluster.auth_token(self.contract.job_name)
-        ray_cluster.enable_token_auth(token)
+        ray_nodes.enable_token_auth(token)
         timeout = self.options["join_timeout_s"]
         head_host, head_port = resolve_host(self.head), cluster.gcs_port()
         what = f"the Ray head on {self.head}"
         say(
             f"{self.host} is a Ray worker node; waiting for {what} at {head_host}:{head_port} (token {source})"
         )
-        ray_cluster.wait_for_port(head_host, head_port, timeout, what)
+        ray_nodes.wait_for_port(head_host, head_port, timeout, what)
         node = cluster.sagemaker_node(
             host=self.host,
             ip=resolve_host(self.host),
@@ -222,7 +222,7 @@ class Launcher:
         }
 
     def run_driver(self, experiment) -> int:
-        from ddrl.pipeline import launch, ray_runtime, resources, training
+        from ddrl.pipeline import launch, ray_session, resources, training
         from sagemaker_rl import artifacts, callbacks
 
         path = self.contract.checkpoints_dir / self.name
@@ -278,7 +278,7 @@ class Launcher:
             if node is not None:
                 self._stop_head(node, status)
             else:
-                ray_runtime.stop_ray()
+                ray_session.stop_ray()
         if stopped:
             say(
                 "stopped on SIGTERM after checkpointing; a restarted job resumes from /opt/ml/checkpoints"
@@ -343,12 +343,12 @@ class Launcher:
     # ---------------------------------------------------------------------------- cluster
     def _start_head(self):
         """This host's Ray head, once every host of the job has joined: (node, cluster CPUs)."""
-        from ddrl import ray_cluster
-        from ddrl.pipeline import ray_runtime, resources
+        from ddrl import ray_nodes
+        from ddrl.pipeline import ray_session, resources
         from sagemaker_rl import cluster
 
         token, source = cluster.auth_token(self.contract.job_name)
-        ray_cluster.enable_token_auth(token)
+        ray_nodes.enable_token_auth(token)
         ip, port = resolve_host(self.host), cluster.gcs_port()
         expected = len(self.hosts)
         node = cluster.sagemaker_node(
@@ -368,12 +368,12 @@ class Launcher:
         )
         node.start()
         try:
-            ray_cluster.wait_for_port(ip, port, 120, "our own Ray head")
+            ray_nodes.wait_for_port(ip, port, 120, "our own Ray head")
             os.environ["RAY_ADDRESS"] = f"{ip}:{port}"
             os.environ["DDRL_NODE_IP"] = ip
-            say(ray_runtime.start_ray())
+            say(ray_session.start_ray())
             describe = "; ".join(f"{g.name}: {', '.join(g.hosts)}" for g in groups)
-            alive = ray_cluster.wait_for_nodes(expected, self.options["join_timeout_s"], describe)
+            alive = ray_nodes.wait_for_nodes(expected, self.options["join_timeout_s"], describe)
             total = resources.ray_cluster()
             say(f"Ray cluster up: {len(alive)} node(s), {total}")
         except BaseException:
@@ -382,7 +382,7 @@ class Launcher:
         return node, total.cpus
 
     def _stop_head(self, node, status: str) -> None:
-        from ddrl.pipeline import ray_runtime
+        from ddrl.pipeline import ray_session
         from sagemaker_rl import cluster
 
         try:
@@ -392,7 +392,7 @@ class Launcher:
                 heard = cluster.release_workers(status)
                 say(f"told {heard} worker node(s) that training ended ({status})")
         finally:
-            ray_runtime.stop_ray()
+            ray_session.stop_ray()
             node.stop()
             os.environ.pop("RAY_ADDRESS", None)
 

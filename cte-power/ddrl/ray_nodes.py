@@ -8,8 +8,8 @@ the hosts (on SageMaker for a minute or more); the head's port likewise.
 
 Slurm (``jobs/distributed/ray-cluster.sh``) runs it as a command, one ``srun`` task per node::
 
-    python -m ddrl.ray_cluster node --rank K --address HEAD:PORT --num-cpus C --num-gpus G ...
-    python -m ddrl.ray_cluster wait --nodes N --report jobs/out/<job>.cluster.json
+    python -m ddrl.ray_nodes node --rank K --address HEAD:PORT --num-cpus C --num-gpus G ...
+    python -m ddrl.ray_nodes wait --nodes N --report jobs/out/<job>.cluster.json
 
 SageMaker's launcher (``sagemaker_rl.ray_launcher``) uses the same functions in-process.
 
@@ -289,7 +289,7 @@ def run_wait(args) -> int:
 def main(argv=None) -> int:
     from ddrl import options
 
-    parser = argparse.ArgumentParser(prog="python -m ddrl.ray_cluster", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m ddrl.ray_nodes", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True)
     node = commands.add_parser("node", help="run this node's Ray (rank 0: the head) until SIGTERM")
