@@ -217,7 +217,9 @@ def run_training(toolkit: str, args: argparse.Namespace, env_config: dict | None
         return 0
     experiment = validation.prepare(experiment, launch=not args.dry_run)
     results_dir = _results_dir(toolkit, args)
-    resume = args.resume or (args.resume_if_exists and _has_state(results_dir / args.name))
+    resume = args.resume or (
+        args.resume_if_exists and results.has_tune_state(results_dir / args.name)
+    )
     path = _experiment_path(results_dir, experiment, args, resume)
     needed = launch.check(experiment, path, resume)
     granted = resources.granted_here()  # None: the Ray cluster at RAY_ADDRESS, checked once joined
@@ -299,11 +301,6 @@ def _results_dir(toolkit: str, args: argparse.Namespace) -> Path:
     if args.resume_if_exists and not args.name:
         raise UserError("--resume-if-exists needs --name (the experiment to continue or start).")
     return results_dir
-
-
-def _has_state(path: Path) -> bool:
-    """Whether Tune saved an experiment's state there (what --resume-if-exists resumes)."""
-    return bool(list(path.glob("experiment_state-*.json")))
 
 
 def _experiment_path(results_dir: Path, experiment, args, resume: bool) -> Path:

@@ -18,6 +18,9 @@ import json
 import warnings
 from pathlib import Path
 
+#: Tune's saved experiment state, one file per start of a run: what a resume continues
+TUNE_STATE = "experiment_state-*.json"
+
 #: The versions whose private parts this module was written against (requirements.txt pins them).
 WRITTEN_FOR = {
     "ray": "2.60.0",
@@ -90,7 +93,7 @@ def edit_tune_trials(experiment: Path, edit) -> None:
         from ray.tune.utils.serialization import TuneFunctionDecoder, TuneFunctionEncoder
 
         decoder = TuneFunctionDecoder(allow_cloudpickle=True)  # our own experiment's state
-    for state_file in Path(experiment).glob("experiment_state-*.json"):
+    for state_file in Path(experiment).glob(TUNE_STATE):
         state = json.loads(state_file.read_text())
         changed = False
         for trial_data in state.get("trial_data", []):
@@ -134,7 +137,7 @@ def drop_pending_trial_decisions(experiment: Path) -> list[str]:
     new checkpoint, though nothing asked for it (Ray 2.60, ``TuneController.__getstate__``)."""
     part = "Tune's experiment state format (runner_data's trial decisions)"
     dropped: set[str] = set()
-    for state_file in Path(experiment).glob("experiment_state-*.json"):
+    for state_file in Path(experiment).glob(TUNE_STATE):
         state = json.loads(state_file.read_text())
         with _private("ray", part):
             try:

@@ -24,10 +24,8 @@ from ddrl.envs import toolkits
 from ddrl.envs.distance import DISTANCE
 from ddrl.errors import UserError
 from ddrl.pipeline import results
-from ddrl.pipeline.results import EXPERIMENT_FILE
+from ddrl.pipeline.results import CHECKPOINT_MARKER, EXPERIMENT_FILE
 from ddrl.policy import Policy  # rendering.Policy: what the SageMaker side and tests name
-
-CHECKPOINT_MARKER = "rllib_checkpoint.json"
 
 
 # ---------------------------------------------------------------------------- finding checkpoints
@@ -40,45 +38,6 @@ class RunInfo:
     algorithm: str
     env_config: dict = field(default_factory=dict)
     why: str = ""
-
-
-def _is_checkpoint(path: Path) -> bool:
-    return (path / CHECKPOINT_MARKER).is_file()
-
-
-def _checkpoints(trial: Path) -> list[Path]:
-    from ddrl.pipeline.checkpoints import whole_checkpoints
-
-    return whole_checkpoints(trial)  # a newest checkpoint cut short is not the latest
-
-
-def _trials(experiment: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in experiment.iterdir()
-        if p.is_dir() and (_checkpoints(p) or (p / "params.json").is_file())
-    )
-
-
-def _latest_checkpoint(trial: Path) -> Path:
-    checkpoints = _checkpoints(trial)
-    if not checkpoints:
-        raise UserError(
-            f"trial {trial} has no checkpoint yet. Train longer, or set checkpoint.every / checkpoint.at_end."
-        )
-    return checkpoints[-1]
-
-
-def _best_trial(experiment: Path) -> tuple[Path, float]:
-    """The trial whose best reported mean return (result.json) is highest."""
-    scored = [(results.best_return(t), t) for t in _trials(experiment) if _checkpoints(t)]
-    scored = [(value, trial) for value, trial in scored if value is not None]
-    if not scored:
-        raise UserError(
-            f"no trial of {experiment} has both results and a checkpoint; cannot pick the best."
-        )
-    best_return, trial = max(scored)
-    return trial, best_return
 
 
 def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = False) -> RunInfo:
@@ -105,24 +64,25 @@ def locate(path: Path | None, toolkit: str, results_dir: Path, best: bool = Fals
         why = "as given"
     if trained_agents.is_agent(path):
         return _agent_info(path, f"{why}, a shipped agent")
-    if _is_checkpoint(path):
+    if results.is_checkpoint(path):
         checkpoint, trial = path, path.parent
-    elif _checkpoints(path):
-        checkpoint, trial = _latest_checkpoint(path), path
+    elif results.checkpoints(path):
+        checkpoint, trial = results.latest_checkpoint(path), path
         why += ", its latest checkpoint"
-    elif path.is_dir() and ((path / EXPERIMENT_FILE).is_file() or _trials(path)):
+    elif path.is_dir() and ((path / EXPERIMENT_FILE).is_file() or results.trials(path)):
         if best:
-            trial, best_return = _best_trial(path)
+            trial, best_return = results.best_trial(path)
             why += f", best trial (mean return {best_return:.1f})"
         else:
-            trials = _trials(path)
+            trials = results.trials(path)
             if not trials:
                 raise UserError(f"experiment {path} has no trials yet.")
             trial = max(
-                trials, key=lambda t: max((c.stat().st_mtime for c in _checkpoints(t)), default=0)
+                trials,
+                key=lambda t: max((c.stat().st_mtime for c in results.checkpoints(t)), default=0),
             )
             why += ", its latest trial"
-        checkpoint = _latest_checkpoint(trial)
+        checkpoint = results.latest_checkpoint(trial)
         why += f", latest checkpoint {checkpoint.name}"
     else:
         raise UserError(

@@ -17,10 +17,12 @@ import re
 from pathlib import Path
 
 from ddrl import compat
+from ddrl.compat import TUNE_STATE
 
 #: The file every RLlib checkpoint has, a whole algorithm's or an exported policy's (the
 #: SageMaker model); whatever else a checkpoint holds, each pickle and JSON file must be whole.
-REQUIRED = ("rllib_checkpoint.json",)
+CHECKPOINT_MARKER = "rllib_checkpoint.json"
+REQUIRED = (CHECKPOINT_MARKER,)
 _PICKLE_STOP = b"."  # the last opcode of every pickle: a file cut short lacks it
 _NAME = re.compile(r"checkpoint_\d+")
 
@@ -116,7 +118,7 @@ def _drop_incomplete(manager, experiment: Path) -> list[str]:
 
 #: Tune's experiment-level state files, rewritten while the experiment runs (the search
 #: algorithm's is a pickle, whatever its name says).
-STATE_FILES = ("experiment_state-*.json", "basic-variant-state-*.json")
+STATE_FILES = (TUNE_STATE, "basic-variant-state-*.json")
 GOOD = ".good"
 
 

@@ -1,7 +1,7 @@
 """Where results are and what they say: the experiment's folder (and whether a run may start or
-resume there), the experiment file, the result keys we read, result lookup, the latest experiment
-and the best trial. Used by training, summaries, rendering and the
-SageMaker artifacts alike; imports neither Ray nor torch.
+resume there), the experiment file, Tune's saved state, the result keys we read, result lookup,
+the latest experiment, its trials, their checkpoints and the best trial. Used by training,
+summaries, rendering and the SageMaker side alike; imports neither Ray nor torch.
 
 Tune writes one folder per experiment (``<results_dir>/<name>/``, with our ``experiment.yaml``)
 and one per trial inside it, each with ``result.json`` (one JSON object per iteration),
@@ -14,7 +14,9 @@ import json
 import math
 from pathlib import Path
 
+from ddrl.compat import TUNE_STATE
 from ddrl.errors import UserError
+from ddrl.pipeline.checkpoints import CHECKPOINT_MARKER, whole_checkpoints
 
 #: The validated experiment as it ran, saved in its folder (a resume compares against it).
 EXPERIMENT_FILE = "experiment.yaml"
@@ -78,6 +80,53 @@ def best_return(trial: Path, key: str = MEAN_RETURN) -> float | None:
     return max(values, default=None)
 
 
+# ------------------------------------------------------------------ trials and checkpoints
+
+
+def has_tune_state(experiment: Path) -> bool:
+    """Whether Tune saved the experiment's state there (what ``--resume`` continues)."""
+    return any(Path(experiment).glob(TUNE_STATE))
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (Path(path) / CHECKPOINT_MARKER).is_file()
+
+
+def checkpoints(trial: Path) -> list[Path]:
+    """A trial's whole checkpoints, oldest first (a newest one cut short is left out)."""
+    return whole_checkpoints(trial)
+
+
+def trials(experiment: Path) -> list[Path]:
+    """The experiment's trial folders (those with a checkpoint or Tune's ``params.json``)."""
+    return sorted(
+        p
+        for p in Path(experiment).iterdir()
+        if p.is_dir() and (checkpoints(p) or (p / "params.json").is_file())
+    )
+
+
+def latest_checkpoint(trial: Path) -> Path:
+    found = checkpoints(trial)
+    if not found:
+        raise UserError(
+            f"trial {trial} has no checkpoint yet. Train longer, or set checkpoint.every / checkpoint.at_end."
+        )
+    return found[-1]
+
+
+def best_trial(experiment: Path) -> tuple[Path, float]:
+    """The trial whose best reported mean return (result.json) is highest, and that return."""
+    scored = [(best_return(t), t) for t in trials(experiment) if checkpoints(t)]
+    scored = [(value, trial) for value, trial in scored if value is not None]
+    if not scored:
+        raise UserError(
+            f"no trial of {experiment} has both results and a checkpoint; cannot pick the best."
+        )
+    value, trial = max(scored)
+    return trial, value
+
+
 # ------------------------------------------------------------------- the experiment's folder
 class CannotStartHere(UserError):
     """The experiment's folder forbids this start or resume (it exists, is missing, differs)."""
@@ -104,7 +153,7 @@ def check_can_start(
         raise CannotStartHere(
             f"nothing to resume at {path}: that experiment does not exist. Drop --resume to start it."
         )
-    if not list(path.glob("experiment_state-*.json")):
+    if not has_tune_state(path):
         raise CannotStartHere(
             f"nothing to resume at {path}: Tune saved no state there (the run stopped before its "
             "first trial started). Delete the folder or choose another --name."

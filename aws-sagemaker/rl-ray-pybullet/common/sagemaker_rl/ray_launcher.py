@@ -222,11 +222,11 @@ class Launcher:
         }
 
     def run_driver(self, experiment) -> int:
-        from ddrl.pipeline import launch, ray_session, resources, training
+        from ddrl.pipeline import launch, ray_session, resources, results, training
         from sagemaker_rl import artifacts, callbacks
 
         path = self.contract.checkpoints_dir / self.name
-        resume = bool(list(path.glob("experiment_state-*.json")))
+        resume = results.has_tune_state(path)
         if path.exists() and not resume:
             say(
                 f"{path} holds no Tune state (a run stopped before its first trial started): starting afresh"
