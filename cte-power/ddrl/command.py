@@ -2,14 +2,14 @@
 
 ``ddrl train`` and ``ddrl render`` serve every toolkit; the thesis-named scripts
 (``scripts/train/train-bullet-envs.py``, ``scripts/render/render-bullet.py``, ...) call them with
-their toolkit fixed. ``ddrl plot NAME`` and ``ddrl bench NAME`` run the scripts of
-``scripts/plot/`` and ``scripts/bench/``.
+their toolkit fixed. ``ddrl plot NAME`` and ``ddrl bench NAME`` run ``ddrl.tools.plot_NAME`` and
+``ddrl.tools.bench_NAME`` (which the scripts of ``scripts/plot/`` and ``scripts/bench/`` call).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -22,7 +22,7 @@ from ddrl.pipeline import resources, results
 DEFAULT_TOOLKIT = "pybullet-envs"
 SEARCH_CONFIG = "trainings/pybullet-envs/search/tune-sac.yaml"
 
-#: ``ddrl plot NAME`` / ``ddrl bench NAME`` -> the script that does it
+#: ``ddrl plot NAME`` / ``ddrl bench NAME`` -> its thesis-named script (both run ``ddrl.tools.plot_NAME``...)
 PLOTS = {
     "summarize": "plot/summarize-data.py",
     "results": "plot/plot-results.py",
@@ -480,23 +480,12 @@ def _run_script(group: str, scripts: dict[str, str], argv: list[str]) -> int:
         return _usage_error(
             f"unknown {group} {name!r}{_did_you_mean(name, scripts)}: use one of {', '.join(scripts)}"
         )
-    module = _load_script(paths.CTE_POWER_DIR / "scripts" / scripts[name])
+    module = importlib.import_module(f"ddrl.tools.{group}_{name.replace('-', '_')}")
     program, sys.argv[0] = sys.argv[0], f"ddrl {group} {name}"  # the script's usage lines say so
     try:
         return module.main(argv[1:])
     finally:
         sys.argv[0] = program
-
-
-def _load_script(path: Path):
-    if not path.is_file():
-        raise UserError(
-            f"{path} is missing: `ddrl plot` and `ddrl bench` need a checkout of the repository."
-        )
-    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _did_you_mean(name: str, choices) -> str:
