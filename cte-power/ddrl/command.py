@@ -268,7 +268,7 @@ def _dry_run_report(experiment, needed, granted, path: Path) -> str:
     """--dry-run: the resolved experiment, its trials and resources, where results would go."""
     from ddrl.pipeline.experiment import dump_yaml
 
-    trials = experiment.num_variants() * experiment.tune["num_samples"]
+    trials = experiment.num_variants() * experiment.tune.num_samples
     available = f"{granted} ({granted.source})" if granted else "the Ray cluster at $RAY_ADDRESS"
     return (
         f"{dump_yaml(experiment.to_dict())}\n# trials: {trials}; each needs {needed}\n"

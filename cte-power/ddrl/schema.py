@@ -33,6 +33,11 @@ _PYDANTIC_PHRASES = {
 
 
 def validated(model: type[Section], section: Any, name: str, where: str) -> dict:
+    """``section`` checked by ``model``, as a dict (``checked``'s model dumped)."""
+    return checked(model, section, name, where).model_dump()
+
+
+def checked(model: type[Section], section: Any, name: str, where: str) -> Section:
     """``section`` checked by ``model``; our one-line messages (with "did you mean") on errors."""
     section = {} if section is None else section
     if not isinstance(section, dict):
@@ -45,7 +50,7 @@ def validated(model: type[Section], section: Any, name: str, where: str) -> dict
         for key, value in section.items()
     }
     try:
-        return model(**numeric).model_dump()
+        return model(**numeric)
     except ValidationError as err:
         first = err.errors()[0]
         key = ".".join(str(part) for part in first["loc"] if not isinstance(part, int))

@@ -218,7 +218,7 @@ def test_the_thesis_timing_grids_are_scaling_configs(name):
     runners = experiment.rllib["env_runners"]["num_env_runners"]
     assert runners == {"grid_search": [1, 2, 4, 8, 16, 32, 64]}
     assert experiment.rllib["learners"]["num_gpus_per_learner"] == gpus
-    assert experiment.tune["max_concurrent_trials"] == 1 and experiment.stop == {"iterations": 10}
+    assert experiment.tune.max_concurrent_trials == 1 and experiment.stop == {"iterations": 10}
 
 
 def test_a_timing_grid_dry_runs_and_says_what_its_largest_trial_needs(tmp_path):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from ddrl.errors import UserError
 
@@ -72,7 +73,7 @@ from ddrl.pipeline.yaml_files import (  # noqa: F401
     nesting_depth,
     read_yaml,
 )
-from ddrl.schema import check_known_key, expect_type, validated
+from ddrl.schema import check_known_key, checked, expect_type
 
 TOP_LEVEL_KEYS = (
     "name",
@@ -94,10 +95,10 @@ class Experiment:
     env: str
     algorithm: str
     stop: dict[str, float]
-    checkpoint: dict[str, Any] = field(default_factory=lambda: dict(CHECKPOINT_DEFAULTS))
-    tune: dict[str, Any] = field(default_factory=lambda: dict(TUNE_DEFAULTS))
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    tune: TuneSettings = field(default_factory=TuneSettings)
     rllib: dict[str, dict[str, Any]] = field(default_factory=dict)
-    tracking: dict[str, Any] | None = None  # {"mlflow": {...}}: ddrl.pipeline.tracking
+    tracking: TrackingSettings | None = None  # ddrl.pipeline.tracking
     name: str | None = None
     description: str | None = None
     source: str | None = None
@@ -114,6 +115,10 @@ class Experiment:
         out: dict[str, Any] = {"toolkit": self.toolkit}
         for key in TOP_LEVEL_KEYS:
             value = getattr(self, key)
+            if isinstance(value, TrackingSettings):
+                value = value.dump()
+            elif isinstance(value, BaseModel):
+                value = value.model_dump()
             if value is not None:
                 out[key] = copy.deepcopy(value)
         out.update(copy.deepcopy(self.rllib))
@@ -241,12 +246,12 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
     for required in ("env", "algorithm"):
         if required not in raw:
             raise UserError(f"missing '{required}'{where}: every experiment names its {required}.")
-    checkpoint = validated(CheckpointSettings, raw.get("checkpoint"), "checkpoint", where)
-    tune_settings = validated(TuneSettings, raw.get("tune"), "tune", where)
-    if tune_settings["scheduler"] is not None:
-        tune_settings["scheduler"] = validate_scheduler(tune_settings["scheduler"], raw, where)
-    if tune_settings["search"] is not None:
-        tune_settings["search"] = validate_search(tune_settings["search"], raw, where)
+    checkpoint = checked(CheckpointSettings, raw.get("checkpoint"), "checkpoint", where)
+    tune_settings = checked(TuneSettings, raw.get("tune"), "tune", where)
+    if tune_settings.scheduler is not None:
+        tune_settings.scheduler = validate_scheduler(tune_settings.scheduler, raw, where)
+    if tune_settings.search is not None:
+        tune_settings.search = validate_search(tune_settings.search, raw, where)
     if raw.get("name") is not None:
         from ddrl.paths import check_experiment_name
 
@@ -256,13 +261,19 @@ def check_top_level(raw: dict, toolkit: str, where: str) -> dict[str, Any]:
             raise UserError(f"'{group}' must be a mapping of {group}() settings{where}.")
     tracking = None
     if raw.get("tracking") is not None:
-        tracking = {
-            kind: validated(TRACKERS[kind], value, f"tracking.{kind}", where)
-            for kind, value in validated(
-                TrackingSettings, raw["tracking"], "tracking", where
-            ).items()
-            if kind in raw["tracking"]
-        }
+        given = raw["tracking"]
+        if not isinstance(given, dict):
+            raise UserError(
+                f"'tracking'{where} must be a mapping, e.g. tracking: {{mlflow: {{}}}}."
+            )
+        for kind in given:
+            check_known_key(kind, tuple(TRACKERS), f"'tracking'{where}")
+        tracking = TrackingSettings(
+            **{
+                kind: checked(TRACKERS[kind], value, f"tracking.{kind}", where)
+                for kind, value in given.items()
+            }
+        )
     return {
         "env": expect_type(raw["env"], (str,), "env"),
         "algorithm": raw["algorithm"],

@@ -126,8 +126,14 @@ class WandbSettings(Section):
 
 
 class TrackingSettings(Section):
-    mlflow: dict | None = None  # checked by MlflowSettings
-    wandb: dict | None = None  # checked by WandbSettings
+    """The trackers an experiment logs to; None: not that one."""
+
+    mlflow: MlflowSettings | None = None
+    wandb: WandbSettings | None = None
+
+    def dump(self) -> dict:
+        """As an experiment file writes it: only the trackers given."""
+        return {kind: value.model_dump() for kind, value in self if value is not None}
 
 
 TRACKERS = {"mlflow": MlflowSettings, "wandb": WandbSettings}

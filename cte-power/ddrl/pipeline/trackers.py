@@ -77,28 +77,27 @@ class TrackedWandb(WandbLoggerCallback):
 
 def tune_callbacks(experiment, path: Path) -> list:
     """The Tune callbacks of the experiment's ``tracking`` group."""
-    settings = experiment.tracking or {}
     found = []
-    if "mlflow" in settings:
-        mlflow = settings["mlflow"]
+    mlflow = experiment.tracking and experiment.tracking.mlflow
+    if mlflow:
         found.append(
             TrackedMLflow(
                 experiment.to_dict(),
-                tracking_uri=mlflow["tracking_uri"]
+                tracking_uri=mlflow.tracking_uri
                 or f"sqlite:///{Path(path).resolve() / tracking.MLFLOW_STORE}",
-                experiment_name=mlflow["experiment_name"] or Path(path).name,
+                experiment_name=mlflow.experiment_name or Path(path).name,
                 tags={"ddrl_experiment": Path(path).name},
             )
         )
-    if "wandb" in settings:
-        wandb = settings["wandb"]
-        online = wandb["mode"] == "online" or (
-            wandb["mode"] == "auto" and os.environ.get("WANDB_API_KEY")
+    wandb = experiment.tracking and experiment.tracking.wandb
+    if wandb:
+        online = wandb.mode == "online" or (
+            wandb.mode == "auto" and os.environ.get("WANDB_API_KEY")
         )
         found.append(
             TrackedWandb(
                 experiment.to_dict(),
-                project=wandb["project"],
+                project=wandb.project,
                 group=Path(path).name,
                 mode="online" if online else "offline",
                 dir=str(Path(path).resolve()),  # W&B adds WANDB_DIR

@@ -68,7 +68,8 @@ def check_reachable(experiment, timeout: float = PROBE_TIMEOUT_S) -> None:
 
     from ddrl.errors import UserError
 
-    uri = ((experiment.tracking or {}).get("mlflow") or {}).get("tracking_uri")
+    mlflow = experiment.tracking and experiment.tracking.mlflow
+    uri = mlflow and mlflow.tracking_uri
     if not uri:
         return
     parts = urlsplit(uri)

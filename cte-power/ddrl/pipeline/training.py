@@ -33,6 +33,8 @@ from ddrl.pipeline.results import (
     result_value,
 )
 from ddrl.pipeline.rllib_config import build_algorithm_config
+from ddrl.pipeline.settings import CheckpointSettings
+from ddrl.pipeline.tune_checks import make_scheduler, make_search
 
 #: Exit code after a stop request (SIGUSR2; our Slurm jobs forward Slurm's warning signal): every
 #: running trial checkpointed, Tune saved its state, and ``--resume`` continues from there. Also
@@ -117,67 +119,12 @@ def make_stopper(experiment_file: Path):
     return ThresholdStopper(experiment_file)
 
 
-def make_scheduler(settings: dict | None):
-    """Tune's trial scheduler from the experiment's ``tune.scheduler`` (None: Tune's FIFO)."""
-    if not settings:
-        return None
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
-
-    common = {
-        "time_attr": "training_iteration",
-        "metric": STOP_METRICS[settings["metric"]],
-        "mode": settings["mode"],
-    }
-    if settings["type"] == "asha":
-        return ASHAScheduler(
-            **common,
-            max_t=settings["max_t"],
-            grace_period=settings["grace_period"],
-            reduction_factor=settings["reduction_factor"],
-            brackets=settings["brackets"],
-        )
-
-    def domain(values):  # a list of candidates, or {uniform|loguniform: [lo, hi]}
-        if isinstance(values, list):
-            return values
-        kind, (low, high) = next(iter(values.items()))
-        return getattr(tune, kind)(low, high)
-
-    # An AlgorithmConfig reaches Tune as a flat dict: "training.lr" is the key "lr" there.
-    mutations = {
-        path.split(".", 1)[1]: domain(values)
-        for path, values in settings["hyperparam_mutations"].items()
-    }
-    return PopulationBasedTraining(
-        **common,
-        perturbation_interval=settings["perturbation_interval"],
-        hyperparam_mutations=mutations,
-        quantile_fraction=settings["quantile_fraction"],
-        resample_probability=settings["resample_probability"],
-        synch=settings["synch"],
-    )
-
-
-def make_search(settings: dict | None):
-    """Tune's search algorithm from the experiment's ``tune.search`` (None: Tune's own variants)."""
-    if not settings:
-        return None
-    try:
-        from ray.tune.search.optuna import OptunaSearch
-    except ImportError:
-        raise UserError("tune.search type optuna needs Optuna: pip install optuna==5.0.0") from None
-    return OptunaSearch(
-        metric=STOP_METRICS[settings["metric"]], mode=settings["mode"], seed=settings["seed"]
-    )
-
-
 def short_trial_name(trial) -> str:
     """<algorithm>_<env>_<trial id> (as Tune names trials of a plain run, without the settings)."""
     return f"{trial.trainable_name}_{trial.config.get('env')}_{trial.trial_id}"
 
 
-def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) -> int:
+def update_trial_states(path: Path, stop: dict[str, float], checkpoint: CheckpointSettings) -> int:
     """Carry a resume's new ``stop`` and ``checkpoint`` into Tune's experiment state, which Tune
     restores trials from (it keeps no way to change them): trials that ended on the old stop
     criterion but not on ``stop`` are marked paused, so that the restore continues them from their
@@ -206,9 +153,9 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: dict) ->
             compat.set_checkpoint_config(
                 manager,
                 CheckpointConfig(
-                    checkpoint_frequency=checkpoint["every"],
-                    checkpoint_at_end=checkpoint["at_end"],
-                    num_to_keep=checkpoint["keep"],
+                    checkpoint_frequency=checkpoint.every,
+                    checkpoint_at_end=checkpoint.at_end,
+                    num_to_keep=checkpoint.keep,
                 ),
             )
         return True
@@ -476,23 +423,23 @@ def run(
             algo_class,
             param_space=param_space,
             tune_config=tune.TuneConfig(
-                num_samples=experiment.tune["num_samples"],
-                max_concurrent_trials=experiment.tune["max_concurrent_trials"],
-                scheduler=make_scheduler(experiment.tune["scheduler"]),
-                search_alg=make_search(experiment.tune["search"]),
+                num_samples=experiment.tune.num_samples,
+                max_concurrent_trials=experiment.tune.max_concurrent_trials,
+                scheduler=make_scheduler(experiment.tune.scheduler),
+                search_alg=make_search(experiment.tune.search),
                 # a searcher's trials would be named after every setting of the config
-                trial_dirname_creator=short_trial_name if experiment.tune["search"] else None,
+                trial_dirname_creator=short_trial_name if experiment.tune.search else None,
             ),
             run_config=tune.RunConfig(
                 name=path.name,
                 storage_path=str(path.parent.resolve()),
                 stop=make_stopper(path / EXPERIMENT_FILE),
                 checkpoint_config=tune.CheckpointConfig(
-                    checkpoint_frequency=checkpoint["every"],
-                    checkpoint_at_end=checkpoint["at_end"],
-                    num_to_keep=checkpoint["keep"],
+                    checkpoint_frequency=checkpoint.every,
+                    checkpoint_at_end=checkpoint.at_end,
+                    num_to_keep=checkpoint.keep,
                 ),
-                failure_config=tune.FailureConfig(max_failures=experiment.tune["max_failures"]),
+                failure_config=tune.FailureConfig(max_failures=experiment.tune.max_failures),
                 callbacks=[
                     make_progress_printer(),
                     make_checkpoint_and_stop(),
@@ -518,7 +465,7 @@ def run(
         say(f"stopped on request after checkpointing; continue with --resume (experiment {path})")
         return EXIT_CHECKPOINTED
     code = _report(results, path, time.time() - started)
-    if code == 0 and not experiment.tune["scheduler"]:
+    if code == 0 and not experiment.tune.scheduler:
         short = short_of_stop(path, experiment.stop)
         if short:
             print(

@@ -1,4 +1,5 @@
-"""The experiment's Tune settings checked together, and Tune's objects built, before Ray starts.
+"""The experiment's Tune settings checked together, and Tune's objects built (``make_scheduler``,
+``make_search``: the run builds them here too), before Ray starts.
 
 Each of ``tune.scheduler``, ``tune.search`` and ``stop`` is valid on its own when
 ``ddrl.pipeline.experiment`` has read it; some combinations still fail inside Tune once trials
@@ -9,12 +10,12 @@ and the scheduler and searcher are built as a run builds them, with Tune's own c
 from __future__ import annotations
 
 from ddrl.errors import UserError
-from ddrl.pipeline.experiment import Experiment
+from ddrl.pipeline.experiment import STOP_METRICS, Experiment
 
 
 def check_tune_settings(experiment: Experiment) -> None:
-    scheduler = experiment.tune["scheduler"] or {}
-    search = experiment.tune["search"] or {}
+    scheduler = experiment.tune.scheduler or {}
+    search = experiment.tune.search or {}
     if scheduler.get("type") == "pbt" and search:
         raise UserError(
             "tune.scheduler pbt chooses the hyperparameters itself (hyperparam_mutations) and Tune "
@@ -69,12 +70,11 @@ def _build_like_tune(experiment: Experiment) -> None:
     """The scheduler and searcher, built and given the search space as ``tune.run`` does."""
     from ray.tune.search import SearchGenerator
 
-    from ddrl.pipeline import training
     from ddrl.pipeline.rllib_config import build_algorithm_config
 
     try:
-        scheduler = training.make_scheduler(experiment.tune["scheduler"])
-        searcher = training.make_search(experiment.tune["search"])
+        scheduler = make_scheduler(experiment.tune.scheduler)
+        searcher = make_search(experiment.tune.search)
         if searcher is not None:
             param_space = build_algorithm_config(experiment).to_dict()
             SearchGenerator(searcher).set_search_properties(None, None, param_space)
@@ -82,3 +82,59 @@ def _build_like_tune(experiment: Experiment) -> None:
             scheduler.set_search_properties(None, None)
     except (AssertionError, ValueError, TypeError) as err:
         raise UserError(f"Tune rejects the tune settings: {' '.join(str(err).split())}") from None
+
+
+# ------------------------------------------------------------ Tune's objects, as a run builds them
+def make_scheduler(settings: dict | None):
+    """Tune's trial scheduler from the experiment's ``tune.scheduler`` (None: Tune's FIFO)."""
+    if not settings:
+        return None
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+    common = {
+        "time_attr": "training_iteration",
+        "metric": STOP_METRICS[settings["metric"]],
+        "mode": settings["mode"],
+    }
+    if settings["type"] == "asha":
+        return ASHAScheduler(
+            **common,
+            max_t=settings["max_t"],
+            grace_period=settings["grace_period"],
+            reduction_factor=settings["reduction_factor"],
+            brackets=settings["brackets"],
+        )
+
+    def domain(values):  # a list of candidates, or {uniform|loguniform: [lo, hi]}
+        if isinstance(values, list):
+            return values
+        kind, (low, high) = next(iter(values.items()))
+        return getattr(tune, kind)(low, high)
+
+    # An AlgorithmConfig reaches Tune as a flat dict: "training.lr" is the key "lr" there.
+    mutations = {
+        path.split(".", 1)[1]: domain(values)
+        for path, values in settings["hyperparam_mutations"].items()
+    }
+    return PopulationBasedTraining(
+        **common,
+        perturbation_interval=settings["perturbation_interval"],
+        hyperparam_mutations=mutations,
+        quantile_fraction=settings["quantile_fraction"],
+        resample_probability=settings["resample_probability"],
+        synch=settings["synch"],
+    )
+
+
+def make_search(settings: dict | None):
+    """Tune's search algorithm from the experiment's ``tune.search`` (None: Tune's own variants)."""
+    if not settings:
+        return None
+    try:
+        from ray.tune.search.optuna import OptunaSearch
+    except ImportError:
+        raise UserError("tune.search type optuna needs Optuna: pip install optuna==5.0.0") from None
+    return OptunaSearch(
+        metric=STOP_METRICS[settings["metric"]], mode=settings["mode"], seed=settings["seed"]
+    )

@@ -73,7 +73,7 @@ def validate(raw: dict, toolkit: str, source: str | None = None) -> Experiment:
         raise UserError(
             f"set the environment with the top-level 'env' key{where}, not environment.env."
         )
-    scheduler = top["tune"]["scheduler"] or {}
+    scheduler = top["tune"].scheduler or {}
     for path in scheduler.get("hyperparam_mutations", {}):
         group, _, key = path.partition(".")
         check_known_key(

@@ -31,7 +31,7 @@ def prepare_experiment(experiment, launch: bool = True) -> None:
     if settings.editor:
         num_runners = int(runners.get("num_env_runners", 0) or 0)
         evaluation = int(worst.get("evaluation", {}).get("evaluation_num_env_runners", 0) or 0)
-        if num_runners > 1 or envs > 1 or evaluation or experiment.tune.get("num_samples", 1) > 1:
+        if num_runners > 1 or envs > 1 or evaluation or experiment.tune.num_samples > 1:
             raise UserError(
                 "a Unity Editor runs one environment, but this experiment asks for "
                 f"{max(num_runners, 1)} env runner(s) x {envs} environment(s) each"
