@@ -10,7 +10,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from ddrl.envs import lean_sampling, toolkits, vector_actions
 from ddrl.paths import TRAININGS_DIR
-from ddrl.pipeline import callbacks, evaluation, rllib_config, validation
+from ddrl.pipeline import evaluation, rllib_callbacks, rllib_config, validation
 
 # the metrics both runners must report alike
 METRICS = (
@@ -19,7 +19,7 @@ METRICS = (
     "num_episodes",
     "num_env_steps_sampled",
     "num_env_steps_sampled_lifetime",
-    callbacks.EPISODE_RETURNS,
+    rllib_callbacks.EPISODE_RETURNS,
 )
 
 

@@ -9,9 +9,9 @@ import ray
 
 from ddrl.algorithms.offpolicy import SAMPLE_WHILE_LEARNING
 from ddrl.pipeline import rllib_config, validation
-from ddrl.pipeline.callbacks import RETURN_WINDOW
 from ddrl.pipeline.experiment import Experiment
 from ddrl.pipeline.results import EVAL_RETURN, result_value
+from ddrl.pipeline.rllib_callbacks import RETURN_WINDOW
 
 # one worker runs them all: the module's Ray starts once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("metrics")]

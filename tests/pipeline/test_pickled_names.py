@@ -70,8 +70,9 @@ def test_every_name_a_committed_pickle_refers_to_still_imports():
 def test_the_reader_finds_the_globals_of_a_pickle():
     import pickle
 
-    from ddrl.pipeline.callbacks import SmoothedReturn
+    from ddrl.pipeline.rllib_callbacks import SmoothedReturn
 
     data = pickle.dumps([SmoothedReturn, Path("x"), SmoothedReturn], protocol=5)
-    assert ("ddrl.pipeline.callbacks", "SmoothedReturn") in pickled_globals(data)
-    assert not resolves("ddrl.pipeline.callbacks", "NoSuchClass")
+    assert ("ddrl.pipeline.rllib_callbacks", "SmoothedReturn") in pickled_globals(data)
+    assert resolves("ddrl.pipeline.callbacks", "SmoothedReturn")  # the old name, kept
+    assert not resolves("ddrl.pipeline.rllib_callbacks", "NoSuchClass")

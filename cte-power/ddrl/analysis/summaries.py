@@ -21,7 +21,7 @@ from ddrl.pipeline.results import result_value
 METRICS = {
     "iteration": "training_iteration",
     "env_steps": results.ENV_STEPS,
-    "return_mean": results.MEAN_RETURN,  # the last 100 episodes (ddrl.pipeline.callbacks)
+    "return_mean": results.MEAN_RETURN,  # the last 100 episodes (ddrl.pipeline.rllib_callbacks)
     "episodes_in_window": results.EPISODES_IN_WINDOW,
     "eval_return": results.EVAL_RETURN,
     # metres walked forward, the same episodes (locomotion envs; empty elsewhere)

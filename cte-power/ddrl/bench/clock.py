@@ -23,7 +23,7 @@ class BenchmarkClock(RLlibCallback):
 
     def on_train_result(self, *, algorithm, result, **kwargs) -> None:
         from ddrl.pipeline import results
-        from ddrl.pipeline.callbacks import EPISODE_RETURNS
+        from ddrl.pipeline.rllib_callbacks import EPISODE_RETURNS
 
         self.trained_s += time.perf_counter() - self.iteration_started
         result[self.WALL] = self.trained_s

@@ -4,7 +4,7 @@ either system (its report, from the curves it writes, is ``ddrl.analysis.learnin
 Both systems get the same networks, learning rates, batch sizes, replay ratio, learning starts,
 number of envs and env-step budget, one process and one torch thread each. Both record, every
 ``log_every`` env steps, the mean return of the last 100 finished training episodes (ours:
-``ddrl.pipeline.callbacks.SmoothedReturn``; SB3: its ``ep_info_buffer`` of 100 episodes) and, every
+``ddrl.pipeline.rllib_callbacks.SmoothedReturn``; SB3: its ``ep_info_buffer`` of 100 episodes) and, every
 ``eval_every`` env steps, the mean return of ``eval_episodes`` deterministic episodes on a
 separate env. ``wall_s`` is training time only: evaluation is timed apart, so that the two
 systems' evaluation code does not count.

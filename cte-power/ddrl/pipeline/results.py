@@ -24,7 +24,7 @@ EXPERIMENT_FILE = "experiment.yaml"
 # Result keys (RLlib 2.60's metric names, flattened with "/" as Tune flattens them:
 # NUM_ENV_STEPS_SAMPLED_LIFETIME, ENV_RUNNER_RESULTS/EPISODE_RETURN_MEAN, EVALUATION_RESULTS/...).
 ENV_STEPS = "num_env_steps_sampled_lifetime"
-#: the mean of the last metrics_num_episodes_for_smoothing episodes (ddrl.pipeline.callbacks.SmoothedReturn)
+#: the mean of the last metrics_num_episodes_for_smoothing episodes (ddrl.pipeline.rllib_callbacks.SmoothedReturn)
 MEAN_RETURN = "env_runners/episode_return_mean"
 EPISODES_IN_WINDOW = "env_runners/num_episodes_in_window"
 #: the mean of the latest evaluation round (the experiment's `evaluation` group)

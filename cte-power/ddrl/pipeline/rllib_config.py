@@ -29,7 +29,7 @@ def build_algorithm_config(experiment: Experiment, rllib: dict | None = None):
     """
     quiet_rllib_notices()
     algo_class = algorithms.get_algorithm_class(experiment.algorithm)
-    from ddrl.pipeline.callbacks import RecordPlacement, SmoothedReturn
+    from ddrl.pipeline.rllib_callbacks import RecordPlacement, SmoothedReturn
 
     config = (
         algo_class.get_default_config()

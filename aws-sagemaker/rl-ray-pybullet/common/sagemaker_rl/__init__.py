@@ -5,7 +5,9 @@
 - ``ray_launcher``: what the entry points run: Ray sized to the job's hosts, training, export;
 - ``cluster``: Ray head on algo-1 (or the learner group's first host), worker nodes on the
   other hosts, token auth, clean exit;
-- ``callbacks``: #metrics lines and videos at checkpoints; ``metrics``: the regexes for them;
+- ``tune_callbacks``: Tune's callbacks of a job: #metrics lines, the model exported and videos at
+  checkpoints; ``callbacks``: its old name, kept for jobs that pickled it; ``metrics``: the
+  regexes for the #metrics lines;
 - ``artifacts``: the model artifact (policy + experiment config); ``video``: record a policy;
 - ``evaluate``: the evaluation job; ``serve``: an inference server for a SageMaker endpoint;
 - ``pid1``: the container's PID 1, which hands SageMaker's stop signal to training

@@ -223,7 +223,7 @@ class Launcher:
 
     def run_driver(self, experiment) -> int:
         from ddrl.pipeline import launch, ray_session, resources, results, training
-        from sagemaker_rl import artifacts, callbacks
+        from sagemaker_rl import artifacts, tune_callbacks
 
         path = self.contract.checkpoints_dir / self.name
         resume = results.has_tune_state(path)
@@ -235,7 +235,7 @@ class Launcher:
         # auto env runners on several hosts are counted once they have joined: compared then
         later = AUTO_RUNNERS if self.auto_runners and self.multi_node else ()
         self._check(launch, experiment, path, resume, later)
-        callbacks.configure(self._video_settings())
+        tune_callbacks.configure(self._video_settings())
         node = None
         status = "failed"
         code, stopped = 1, False
@@ -263,10 +263,10 @@ class Launcher:
                 resume=resume,
                 granted=granted,
                 callbacks=[
-                    callbacks.MetricsPrinter(),
-                    callbacks.ExportModel(self.contract.model_dir, self._model_extra()),
-                    callbacks.CheckpointVideos(),
-                    callbacks.TensorBoardFiles(path, self.contract.tensorboard_dir),
+                    tune_callbacks.MetricsPrinter(),
+                    tune_callbacks.ExportModel(self.contract.model_dir, self._model_extra()),
+                    tune_callbacks.CheckpointVideos(),
+                    tune_callbacks.TensorBoardFiles(path, self.contract.tensorboard_dir),
                 ],
                 # spot interruption, max runtime: checkpoint every trial, then stop
                 stop_signals=(signal.SIGTERM,),
@@ -295,7 +295,7 @@ class Launcher:
             if code == 0:
                 raise
         artifacts.copy_summaries(path, self.contract.output_data_dir)
-        videos = callbacks.finish(stopping=stopped)
+        videos = tune_callbacks.finish(stopping=stopped)
         # /opt/ml/checkpoints is not uploaded when a job ends; /opt/ml/output/data is
         kept = self.contract.output_data_dir / "videos"
         for video in videos:
@@ -326,7 +326,7 @@ class Launcher:
             ) from None
 
     def _video_settings(self):
-        from sagemaker_rl.callbacks import VideoSettings
+        from sagemaker_rl.tune_callbacks import VideoSettings
 
         o = self.options
         return VideoSettings(
