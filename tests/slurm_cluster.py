@@ -170,9 +170,16 @@ class SlurmCluster:
         self.pointer_files.append(Path(cwd) / f"slurm-*-{job_id}*.out")
         return job_id
 
-    def state(self, job_id: str) -> dict:
-        out = self.run(["scontrol", "show", "job", "-o", job_id], check=False).stdout
-        return dict(item.split("=", 1) for item in out.split() if "=" in item)
+    def state(self, job_id: str, patience_s: float = 60) -> dict:
+        """The job's fields as scontrol shows them; {} only for a job slurmctld does not know.
+        A loaded slurmctld can fail to answer in time (scontrol exits non-zero with nothing on
+        stdout): asked again, rather than read as a job that is gone."""
+        deadline = time.time() + patience_s
+        while True:
+            proc = self.run(["scontrol", "show", "job", "-o", job_id], check=False)
+            if proc.returncode == 0 or "Invalid job id" in proc.stderr or time.time() > deadline:
+                return dict(item.split("=", 1) for item in proc.stdout.split() if "=" in item)
+            time.sleep(1)
 
     def wait(
         self,
