@@ -134,6 +134,7 @@ class SlurmCluster:
         )
 
     def stop(self) -> None:
+        self._cancel_jobs()  # a running job's slurmstepd outlives slurmd: end the jobs first
         for pattern in self.pointer_files:  # the tests' jobs leave no files in the checkout
             for path in pattern.parent.glob(pattern.name):
                 path.unlink(missing_ok=True)
@@ -149,6 +150,21 @@ class SlurmCluster:
                     process.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+    def _cancel_jobs(self, patience_s: float = 30) -> None:
+        """Cancel what a test left running (a failed test leaves its job) and wait for it to end."""
+        try:
+            listed = self.run(["squeue", "-h", "-o", "%i"], check=False, timeout=30).stdout.split()
+            if listed:
+                self.run(["scancel", *listed], check=False, timeout=30)
+            deadline = time.time() + patience_s
+            while listed and time.time() < deadline:
+                time.sleep(1)
+                listed = self.run(
+                    ["squeue", "-h", "-o", "%i"], check=False, timeout=30
+                ).stdout.split()
+        except subprocess.TimeoutExpired:
+            pass  # slurmctld gone: nothing to ask; stopping the daemons ends the rest
 
     # ------------------------------------------------------------------------ jobs
     def run(self, argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
