@@ -2,6 +2,10 @@
 
 Debian's slurm-wlm and munge (installed by .ci/run). Each node claims 2 CPUs; both run on the
 same host with their own free ports. Only the daemons started here are stopped afterwards.
+
+Each cluster runs its own munged on its own socket (``AuthInfo=socket=``): two test workers each
+build a cluster, and with one machine-wide munged, the first to finish stopped the munged the
+other's slurmctld and commands still needed (seen as jobs whose ``scontrol`` answers vanished).
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from pathlib import Path
 from helpers import free_port, free_ports
 
 MUNGE_KEY = Path("/etc/munge/munge.key")
-MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+MUNGE_DIRS = ("/run/munge", "/var/log/munge", "/var/lib/munge")  # munged's, owned by munge
 
 SLURM_CONF = """\
 ClusterName=ddrltest
 SlurmctldHost=localhost
 AuthType=auth/munge
-# A requeued job waits this long before it may start again (Slurm's default: 120 s).
-AuthInfo=cred_expire=20
+# A requeued job waits this long before it may start again (Slurm's default: 120 s); this
+# cluster's own munged.
+AuthInfo=cred_expire=20,socket={munge_socket}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -72,6 +77,8 @@ class SlurmCluster:
         self.started: list[subprocess.Popen | int] = []
         self.pointer_files: list[Path] = []  # each job's slurm-<name>-<id>.out in its submit dir
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.munge_name = f"ddrltest-{os.getpid()}-{self.ctld_port}"
+        self.munge_socket = Path(MUNGE_DIRS[0]) / f"{self.munge_name}.socket"
 
     # ------------------------------------------------------------------ start / stop
     def start(self, timeout: float = 60) -> None:
@@ -79,6 +86,7 @@ class SlurmCluster:
         self.conf.write_text(
             SLURM_CONF.format(
                 dir=self.dir,
+                munge_socket=self.munge_socket,
                 ctld_port=self.ctld_port,
                 node_port=self.node_port,
                 node_port_end=self.node_port + 1,
@@ -102,28 +110,29 @@ class SlurmCluster:
         raise RuntimeError(f"Slurm nodes did not become idle: {states}\n{self.logs()}")
 
     def _start_munge(self) -> None:
-        if (
-            MUNGE_SOCKET.exists()
-            and subprocess.run(["munge", "-n"], capture_output=True).returncode == 0
-        ):
-            return  # a munged is already serving this machine
         if not MUNGE_KEY.exists():
             MUNGE_KEY.parent.mkdir(parents=True, exist_ok=True)
             MUNGE_KEY.write_bytes(os.urandom(1024))
             shutil.chown(MUNGE_KEY, "munge", "munge")
             MUNGE_KEY.chmod(0o400)
-        for folder in ("/run/munge", "/var/log/munge", "/var/lib/munge"):
+        for folder in MUNGE_DIRS:
             Path(folder).mkdir(parents=True, exist_ok=True)
             shutil.chown(folder, "munge", "munge")
-        pid_file = Path("/run/munge/munged.pid")
+        run_dir, log_dir, lib_dir = map(Path, MUNGE_DIRS)
+        pid_file = run_dir / f"{self.munge_name}.pid"
         subprocess.run(
-            ["runuser", "-u", "munge", "--", "munged", "--force"], check=True, capture_output=True
-        )
+            ["runuser", "-u", "munge", "--", "munged", "--force",
+             f"--socket={self.munge_socket}", f"--pid-file={pid_file}",
+             f"--log-file={log_dir / self.munge_name}.log",
+             f"--seed-file={lib_dir / self.munge_name}.seed"],
+            check=True, capture_output=True,
+        )  # fmt: skip
         for _ in range(50):
-            if pid_file.exists():
+            if pid_file.exists() and pid_file.read_text().strip():
                 self.started.append(int(pid_file.read_text()))
                 return
             time.sleep(0.1)
+        raise RuntimeError(f"munged did not write {pid_file}")
 
     def _daemon(self, argv: list[str], name: str) -> None:
         log = (self.dir / f"{name}.stdout").open("w")
@@ -150,6 +159,9 @@ class SlurmCluster:
                     process.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     process.kill()
+        for folder in MUNGE_DIRS:  # what our munged leaves: socket, lock, pid, seed, log
+            for path in Path(folder).glob(f"{self.munge_name}.*"):
+                path.unlink(missing_ok=True)
 
     def _cancel_jobs(self, patience_s: float = 30) -> None:
         """Cancel what a test left running (a failed test leaves its job) and wait for it to end."""

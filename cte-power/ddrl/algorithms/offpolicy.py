@@ -107,6 +107,9 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         "add_default_connectors_to_learner_pipeline": "no learner connector runs",
     }
 
+    #: a class default too: a config pickled before the option (a Tune experiment's) reads it
+    fast_update = True
+
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
         self.actor_hiddens = [256, 256]
@@ -116,6 +119,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         self.critic_loss = "mse"
         self.sample_while_learning = False
         self.no_done_at_end = False
+        self.fast_update = True
         # One learner call per fragment: the per-call overhead is paid once per 64 updates.
         self.rollout_fragment_length = 64
         self.min_time_s_per_iteration = 0
@@ -138,6 +142,7 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         critic_loss: str | None = NotProvided,
         sample_while_learning: bool | None = NotProvided,
         no_done_at_end: bool | None = NotProvided,
+        fast_update: bool | None = NotProvided,
         **kwargs,
     ):
         """The shared settings on top of RLlib's (``tau``, ``actor_lr``, ``critic_lr``, ``twin_q``,
@@ -159,6 +164,10 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
                 bootstrap through the env's terminations (a fall) as through a time limit.
                 RLlib 1.x's key of that name, which the thesis's ``humanoid-sac.json`` sets;
                 off by default (a terminal state has no future value).
+            fast_update: compute the update's gradients by hand
+                (``ddrl.algorithms.manual_gradients``) instead of by autograd: the same losses,
+                draws and Adam steps, the same weights up to float rounding, in fewer kernels
+                (on by default; false runs the autograd update, the readable source).
         """
         super().training(**kwargs)
         return self._set_provided(locals())
@@ -188,6 +197,8 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
             raise ValueError(
                 f"`updates_per_env_step` must be > 0, got {self.updates_per_env_step}."
             )
+        if not isinstance(self.fast_update, bool):
+            raise ValueError(f"`fast_update` must be true or false, got {self.fast_update!r}.")
         if self.critic_loss not in CRITIC_LOSSES:
             raise ValueError(
                 f"`critic_loss` must be one of {sorted(CRITIC_LOSSES)}, got {self.critic_loss!r}."

@@ -8,12 +8,16 @@ actor loss alpha * log pi(a|s) - min_i Q_i(s, a); temperature loss
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
+from ddrl.algorithms import manual_gradients
 from ddrl.algorithms.networks import critic_outputs, min_q, soft_update
 from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
+from ddrl.algorithms.sac.rl_module import EPSILON, LOG_STD_MAX, LOG_STD_MIN
 
 
 def target_entropy(config, action_space) -> float:
@@ -52,46 +56,10 @@ class SACTorchLearner(LeanOffPolicyLearner):
             k: torch.zeros((), device=self._device)
             for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
         }
+        step = self._manual_step if config.fast_update else self._autograd_step
         for _ in range(num_updates):
             batch = self.replay.sample(config.train_batch_size_per_learner, self.generator)
-            alpha = module.log_alpha.detach().exp()
-            with torch.no_grad():
-                next_actions, next_logp = module.sample_actions(batch["next_obs"], self.generator)
-                next_q = min_q(
-                    module.q_values(module.target_critics, batch["next_obs"], next_actions)
-                )
-                targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (
-                    next_q - alpha * next_logp
-                )
-            q_preds = critic_outputs(module.critics, batch["obs_actions"])
-            critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
-            optimizers["critic"].zero_grad(set_to_none=True)
-            critic_loss.backward()
-            optimizers["critic"].step()
-            update_priorities(self.replay, batch, q_preds, targets)
-
-            actions, logp = module.sample_actions(batch["obs"], self.generator)
-            module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
-            q_actor = min_q(module.q_values(module.critics, batch["obs"], actions))
-            actor_loss = (alpha * logp - q_actor).mean()
-            optimizers["actor"].zero_grad(set_to_none=True)
-            actor_loss.backward()
-            optimizers["actor"].step()
-            module.critics.requires_grad_(True)
-
-            alpha_loss = -(module.log_alpha * (logp.detach() + entropy_target)).mean()
-            optimizers["alpha"].zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            optimizers["alpha"].step()
-
-            soft_update(module.target_critics, module.critics, config.tau)
-            for name, value in (
-                ("critic_loss", critic_loss),
-                ("actor_loss", actor_loss),
-                ("alpha_loss", alpha_loss),
-                ("q_mean", q_preds[0].mean()),
-                ("logp_mean", logp.mean()),
-            ):
+            for name, value in step(module, batch, optimizers, entropy_target).items():
                 totals[name] += value.detach()
         stats = {name: (total / num_updates).item() for name, total in totals.items()}
         stats.update(
@@ -101,3 +69,100 @@ class SACTorchLearner(LeanOffPolicyLearner):
             replay_size=len(self.replay),
         )
         return stats
+
+    def _autograd_step(self, module, batch: dict, optimizers: dict, entropy_target: float) -> dict:
+        """One critic, actor and temperature update, differentiated by autograd (the source)."""
+        config = self.config
+        alpha = module.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_actions, next_logp = module.sample_actions(batch["next_obs"], self.generator)
+            next_q = min_q(module.q_values(module.target_critics, batch["next_obs"], next_actions))
+            targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (
+                next_q - alpha * next_logp
+            )
+        q_preds = critic_outputs(module.critics, batch["obs_actions"])
+        critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
+        optimizers["critic"].zero_grad(set_to_none=True)
+        critic_loss.backward()
+        optimizers["critic"].step()
+        update_priorities(self.replay, batch, q_preds, targets)
+
+        actions, logp = module.sample_actions(batch["obs"], self.generator)
+        module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
+        q_actor = min_q(module.q_values(module.critics, batch["obs"], actions))
+        actor_loss = (alpha * logp - q_actor).mean()
+        optimizers["actor"].zero_grad(set_to_none=True)
+        actor_loss.backward()
+        optimizers["actor"].step()
+        module.critics.requires_grad_(True)
+
+        alpha_loss = -(module.log_alpha * (logp.detach() + entropy_target)).mean()
+        optimizers["alpha"].zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        optimizers["alpha"].step()
+
+        soft_update(module.target_critics, module.critics, config.tau)
+        return {
+            "critic_loss": critic_loss,
+            "actor_loss": actor_loss,
+            "alpha_loss": alpha_loss,
+            "q_mean": q_preds[0].mean(),
+            "logp_mean": logp.mean(),
+        }
+
+    @torch.no_grad()
+    def _manual_step(self, module, batch: dict, optimizers: dict, entropy_target: float) -> dict:
+        """``_autograd_step`` with the gradients by hand (``manual_gradients``): the same draws
+        from the generator, the same losses, the same Adam steps."""
+        config = self.config
+        activation = config.hidden_activation
+        critics = manual_gradients.mlps(module.critics, activation)
+        actor = manual_gradients.ManualMLP(module.actor, activation)
+        alpha = module.log_alpha.exp()
+        next_actions, next_logp = module.sample_actions(batch["next_obs"], self.generator)
+        next_q = min_q(module.q_values(module.target_critics, batch["next_obs"], next_actions))
+        targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (
+            next_q - alpha * next_logp
+        )
+        q_preds = manual_gradients.critic_step(
+            critics, optimizers["critic"], batch, targets, config.critic_loss
+        )
+        critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
+        update_priorities(self.replay, batch, q_preds, targets)
+
+        # The actor loss alpha * log pi(a|s) - min_i Q_i(s, a), a = tanh(mean + std * noise),
+        # as module.sample_actions computes it, then its gradient link by link.
+        obs, size = batch["obs"], len(batch["obs"])
+        saved = actor.forward(obs)
+        mean, raw_log_std = saved.output.chunk(2, dim=-1)
+        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        noise = torch.randn(mean.shape, generator=self.generator, device=mean.device)
+        std = log_std.exp()
+        actions = torch.tanh(mean + std * noise)
+        gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        squash = 1 - actions.pow(2) + EPSILON
+        logp = gaussian_logp - torch.log(squash).sum(-1)
+        grad_logp = (alpha / size).expand(size)
+        q_actor, grad_actions = manual_gradients.action_gradient(
+            critics, obs, actions, torch.full_like(grad_logp, -1.0 / size)
+        )
+        actor_loss = (alpha * logp - min_q(q_actor)).mean()
+        grad_actions = grad_actions + grad_logp[:, None] * 2 * actions / squash
+        grad_pre_tanh = grad_actions * (1 - actions * actions)
+        grad_log_std = grad_pre_tanh * noise * std - grad_logp[:, None]
+        in_bounds = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
+        grad_out = torch.cat([grad_pre_tanh, grad_log_std * in_bounds], dim=-1)
+        manual_gradients.adam_step(optimizers["actor"], actor.backward(saved, grad_out)[0])
+
+        alpha_loss = -(module.log_alpha * (logp + entropy_target)).mean()
+        grad_log_alpha = -(logp + entropy_target).mean()
+        manual_gradients.adam_step(optimizers["alpha"], [grad_log_alpha])
+
+        soft_update(module.target_critics, module.critics, config.tau)
+        return {
+            "critic_loss": critic_loss,
+            "actor_loss": actor_loss,
+            "alpha_loss": alpha_loss,
+            "q_mean": q_preds[0].mean(),
+            "logp_mean": logp.mean(),
+        }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
+from ddrl.algorithms import manual_gradients
 from ddrl.algorithms.networks import critic_outputs, min_q, soft_update
 from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
 
@@ -64,38 +65,17 @@ class TD3TorchLearner(LeanOffPolicyLearner):
         actor_opt = self.get_optimizer(DEFAULT_MODULE_ID, "actor")
         critic_losses, actor_losses, q_means = [], [], []
         critic_updates = int(module.num_critic_updates)  # a Python int: no tensor sync per update
+        step = self._manual_step if config.fast_update else self._autograd_step
         for _ in range(num_updates):
             batch = self.replay.sample(batch_size, self.generator)
-            targets = td_targets(
-                module,
-                batch,
-                config.gamma,
-                config.target_noise,
-                config.target_noise_clip,
-                self.generator,
-            )
-            q_preds = critic_outputs(module.critics, batch["obs_actions"])
-            critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
-            critic_opt.zero_grad(set_to_none=True)
-            critic_loss.backward()
-            critic_opt.step()
-            update_priorities(self.replay, batch, q_preds, targets)
             critic_updates += 1
-            critic_losses.append(critic_loss.detach())
-            q_means.append(q_preds[0].detach().mean())
-
-            if critic_updates % config.policy_delay == 0:
-                module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
-                actor_loss = -module.q_values(
-                    module.critics[:1], batch["obs"], module.actor(batch["obs"])
-                )[0].mean()
-                actor_opt.zero_grad(set_to_none=True)
-                actor_loss.backward()
-                actor_opt.step()
-                module.critics.requires_grad_(True)
-                soft_update(module.target_actor, module.actor, config.tau)
-                soft_update(module.target_critics, module.critics, config.tau)
-                actor_losses.append(actor_loss.detach())
+            losses = step(
+                module, batch, critic_opt, actor_opt, critic_updates % config.policy_delay == 0
+            )
+            critic_losses.append(losses["critic_loss"].detach())
+            q_means.append(losses["q_mean"].detach())
+            if "actor_loss" in losses:
+                actor_losses.append(losses["actor_loss"].detach())
         module.num_critic_updates.fill_(critic_updates)
         module.num_actor_updates += len(actor_losses)
         stats = {
@@ -109,3 +89,67 @@ class TD3TorchLearner(LeanOffPolicyLearner):
         if actor_losses:
             stats["actor_loss"] = torch.stack(actor_losses).mean().item()
         return stats
+
+    def _targets(self, module, batch: dict) -> torch.Tensor:
+        config = self.config
+        return td_targets(
+            module,
+            batch,
+            config.gamma,
+            config.target_noise,
+            config.target_noise_clip,
+            self.generator,
+        )
+
+    def _autograd_step(self, module, batch, critic_opt, actor_opt, update_actor: bool) -> dict:
+        """One critic update, and the delayed actor and target updates, by autograd (the source)."""
+        config = self.config
+        targets = self._targets(module, batch)
+        q_preds = critic_outputs(module.critics, batch["obs_actions"])
+        critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
+        critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_opt.step()
+        update_priorities(self.replay, batch, q_preds, targets)
+        losses = {"critic_loss": critic_loss, "q_mean": q_preds[0].mean()}
+        if update_actor:
+            module.critics.requires_grad_(False)  # the actor loss needs no critic gradients
+            actor_loss = -module.q_values(
+                module.critics[:1], batch["obs"], module.actor(batch["obs"])
+            )[0].mean()
+            actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            actor_opt.step()
+            module.critics.requires_grad_(True)
+            soft_update(module.target_actor, module.actor, config.tau)
+            soft_update(module.target_critics, module.critics, config.tau)
+            losses["actor_loss"] = actor_loss
+        return losses
+
+    @torch.no_grad()
+    def _manual_step(self, module, batch, critic_opt, actor_opt, update_actor: bool) -> dict:
+        """``_autograd_step`` with the gradients by hand (``manual_gradients``)."""
+        config = self.config
+        critics = manual_gradients.mlps(module.critics, config.hidden_activation)
+        targets = self._targets(module, batch)
+        q_preds = manual_gradients.critic_step(
+            critics, critic_opt, batch, targets, config.critic_loss
+        )
+        update_priorities(self.replay, batch, q_preds, targets)
+        losses = {
+            "critic_loss": td_loss(config.critic_loss, q_preds, targets, batch),
+            "q_mean": q_preds[0].mean(),
+        }
+        if update_actor:
+            # The actor loss -Q_1(s, mu(s)), differentiated through the first critic.
+            obs, size = batch["obs"], len(batch["obs"])
+            actor = manual_gradients.ManualMLP(module.actor, config.hidden_activation)
+            saved = actor.forward(obs)
+            q, grad_actions = manual_gradients.action_gradient(
+                critics[:1], obs, saved.output, torch.full((size,), -1.0 / size, device=obs.device)
+            )
+            manual_gradients.adam_step(actor_opt, actor.backward(saved, grad_actions)[0])
+            soft_update(module.target_actor, module.actor, config.tau)
+            soft_update(module.target_critics, module.critics, config.tau)
+            losses["actor_loss"] = -q[0].mean()
+        return losses
