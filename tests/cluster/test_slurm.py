@@ -434,3 +434,21 @@ def test_job_file_runs_with_plain_bash_without_slurm(job_env, tmp_path):
     assert "job none" in proc.stdout and "started a local Ray" in proc.stdout
     results = results_of(only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "gym" / "plain"))
     assert results[-1]["num_env_steps_sampled_lifetime"] >= 600
+
+
+def test_a_stopped_cluster_leaves_another_on_this_machine_working(tmp_path):
+    """Two test workers each build a cluster: stopping one must not take the other's munged
+    (with one machine-wide munged, the other's scontrol lost its answers mid-test)."""
+    first, second = SlurmCluster(tmp_path / "first"), SlurmCluster(tmp_path / "second")
+    try:
+        first.start()
+        second.start()
+        first.stop()
+        job = second.run(
+            ["sbatch", "--parsable", f"--output={tmp_path}/job-%j.out", "--wrap=true"],
+            cwd=tmp_path,
+        ).stdout.strip()
+        assert second.wait(job, timeout=120)["JobState"] == "COMPLETED", second.logs()
+    finally:
+        first.stop()
+        second.stop()
