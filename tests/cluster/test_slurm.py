@@ -436,10 +436,12 @@ def test_job_file_runs_with_plain_bash_without_slurm(job_env, tmp_path):
     assert results[-1]["num_env_steps_sampled_lifetime"] >= 600
 
 
-def test_a_stopped_cluster_leaves_another_on_this_machine_working(tmp_path):
+def test_a_stopped_cluster_leaves_another_on_this_machine_working(tmp_path, tmp_path_factory):
     """Two test workers each build a cluster: stopping one must not take the other's munged
     (with one machine-wide munged, the other's scontrol lost its answers mid-test)."""
-    first, second = SlurmCluster(tmp_path / "first"), SlurmCluster(tmp_path / "second")
+    # short folders, as the fixture's: slurmd's step sockets live there (108 characters at most)
+    first = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    second = SlurmCluster(tmp_path_factory.mktemp("slurm"))
     try:
         first.start()
         second.start()
