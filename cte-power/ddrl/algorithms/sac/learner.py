@@ -27,6 +27,17 @@ def target_entropy(config, action_space) -> float:
     return float(config.target_entropy)
 
 
+def step_stats(critic_loss, actor_loss, alpha_loss, q_preds: list, logp) -> dict:
+    """What one update reports (summed over a learner call, then averaged)."""
+    return {
+        "critic_loss": critic_loss,
+        "actor_loss": actor_loss,
+        "alpha_loss": alpha_loss,
+        "q_mean": q_preds[0].mean(),
+        "logp_mean": logp.mean(),
+    }
+
+
 class SACTorchLearner(LeanOffPolicyLearner):
     def optimizer_groups(self, module, config):
         return [
@@ -102,13 +113,7 @@ class SACTorchLearner(LeanOffPolicyLearner):
         optimizers["alpha"].step()
 
         soft_update(module.target_critics, module.critics, config.tau)
-        return {
-            "critic_loss": critic_loss,
-            "actor_loss": actor_loss,
-            "alpha_loss": alpha_loss,
-            "q_mean": q_preds[0].mean(),
-            "logp_mean": logp.mean(),
-        }
+        return step_stats(critic_loss, actor_loss, alpha_loss, q_preds, logp)
 
     @torch.no_grad()
     def _manual_step(self, module, batch: dict, optimizers: dict, entropy_target: float) -> dict:
@@ -159,10 +164,4 @@ class SACTorchLearner(LeanOffPolicyLearner):
         manual_gradients.adam_step(optimizers["alpha"], [grad_log_alpha])
 
         soft_update(module.target_critics, module.critics, config.tau)
-        return {
-            "critic_loss": critic_loss,
-            "actor_loss": actor_loss,
-            "alpha_loss": alpha_loss,
-            "q_mean": q_preds[0].mean(),
-            "logp_mean": logp.mean(),
-        }
+        return step_stats(critic_loss, actor_loss, alpha_loss, q_preds, logp)
