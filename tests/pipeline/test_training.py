@@ -116,6 +116,17 @@ def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_ch
     assert "cannot resume" in proc.stderr and "changed: training" in proc.stderr
     assert "only checkpoint, stop and the env runners' layout" in proc.stderr
 
+    # any one criterion stops a trial: one that already meets a new criterion stays finished,
+    # and the resume says which criterion (5 iterations of 400 env steps: 2,000)
+    met = ["--set", "stop.iterations=7", "--set", "stop.env_steps=2000", "--resume"]
+    proc = run_script(TRAIN_BULLET, *run, *extend[2:], *met, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"{trial.name} stays finished: it already met its stop (env_steps 2000 >= 2000)" in (
+        proc.stdout
+    )
+    assert "continue from their latest checkpoint" not in proc.stdout
+    assert [r["training_iteration"] for r in results_of(trial)] == [1, 2, 3, 4, 5]
+
 
 def test_ppo_learns_inverted_pendulum(tmp_path):
     """The core really learns: mean return >= 500 within 60,000 env steps (about a minute here).

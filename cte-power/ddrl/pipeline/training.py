@@ -75,10 +75,18 @@ def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
 
 
 def reached(result: dict, thresholds: dict[str, float]) -> bool:
-    return any(
-        result_value(result, key) is not None and result_value(result, key) >= limit
-        for key, limit in thresholds.items()
-    )
+    return bool(criteria_reached(result, thresholds))
+
+
+def criteria_reached(result: dict, thresholds: dict[str, float]) -> list[str]:
+    """Each stop criterion that ``result`` meets, as ``name value >= limit`` (any one stops)."""
+    names = {metric: name for name, metric in STOP_METRICS.items()}
+    met = []
+    for key, limit in thresholds.items():
+        value = result_value(result, key)
+        if value is not None and value >= limit:
+            met.append(f"{names.get(key, key)} {value:g} >= {limit:g}")
+    return met
 
 
 def make_stopper(experiment_file: Path):
@@ -124,18 +132,22 @@ def short_trial_name(trial) -> str:
     return f"{trial.trainable_name}_{trial.config.get('env')}_{trial.trial_id}"
 
 
-def update_trial_states(path: Path, stop: dict[str, float], checkpoint: CheckpointSettings) -> int:
+def update_trial_states(
+    path: Path, stop: dict[str, float], checkpoint: CheckpointSettings
+) -> tuple[int, list[str]]:
     """Carry a resume's new ``stop`` and ``checkpoint`` into Tune's experiment state, which Tune
     restores trials from (it keeps no way to change them): trials that ended on the old stop
     criterion but not on ``stop`` are marked paused, so that the restore continues them from their
     latest checkpoint (Tune never restarts a finished trial), and each trial's checkpoint manager
-    gets the new frequency, end-of-run checkpoint and number kept. Returns how many reopened."""
+    gets the new frequency, end-of-run checkpoint and number kept. Returns how many reopened, and
+    a line for each finished trial that stays finished because it already meets ``stop``."""
     import json
 
     from ray.tune import CheckpointConfig
 
     thresholds = thresholds_of(stop)
     reopened = 0
+    kept = []
 
     def carry(trial, runtime, manager) -> bool:
         nonlocal reopened
@@ -143,12 +155,17 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: Checkpoi
         last = json.loads(last) if isinstance(last, str) else (last or {})
         # The trial's own result log is the record of how far it got: Tune's state can be
         # saved ahead of it, and a trial reopened only by the state would be skipped.
-        logged = last_logged_result(path / str(trial.get("relative_logdir", "")))
-        if trial.get("status") == "TERMINATED" and not (
-            reached(last, thresholds) and (logged is None or reached(logged, thresholds))
-        ):
-            trial["status"] = "PAUSED"
-            reopened += 1
+        trial_dir = path / str(trial.get("relative_logdir", ""))
+        logged = last_logged_result(trial_dir)
+        if trial.get("status") == "TERMINATED":
+            if reached(last, thresholds) and (logged is None or reached(logged, thresholds)):
+                # any one criterion stops a trial: one that met another (a return reached
+                # early) is done, and the resume says so rather than leave it silent
+                met = ", ".join(criteria_reached(logged or last, thresholds))
+                kept.append(f"{trial_dir.name} stays finished: it already met its stop ({met})")
+            else:
+                trial["status"] = "PAUSED"
+                reopened += 1
         if manager is not None:
             compat.set_checkpoint_config(
                 manager,
@@ -161,7 +178,7 @@ def update_trial_states(path: Path, stop: dict[str, float], checkpoint: Checkpoi
         return True
 
     compat.edit_tune_trials(path, carry)
-    return reopened
+    return reopened, kept
 
 
 def change_layout(path: Path, experiment, algo_class) -> int:
@@ -403,9 +420,11 @@ def run(
                 dump_yaml(experiment.to_dict())
             )  # the stopper reads the new stop from here
         # always: a trial whose log ends short of its stop continues, whatever Tune's state says
-        reopened = update_trial_states(path, experiment.stop, experiment.checkpoint)
+        reopened, kept = update_trial_states(path, experiment.stop, experiment.checkpoint)
         if reopened:
             say(f"{reopened} finished trial(s) continue from their latest checkpoint")
+        for line in kept:
+            say(line)
         if experiment.checked_config is not None and change_layout(path, experiment, algo_class):
             say("the trials continue with the new layout of env runners")
         tuner = tune.Tuner.restore(
