@@ -185,18 +185,28 @@ def sampled_episodes(config, steps: int):
         {"num_epochs": 1, "minibatch_size": None},  # one update on the whole batch
         {"num_epochs": 3, "minibatch_size": 96},  # minibatches spanning two passes
         {"num_epochs": 2, "minibatch_size": 64, "grad_clip": 0.05, "use_kl_loss": False},
+        {"num_epochs": 3, "minibatch_size": 96, "fast_update": False},  # the lean loop, autograd
+        {  # gradients by hand through ReLU, per-minibatch advantages, no value clamp
+            "num_epochs": 2, "minibatch_size": 64, "advantages_per_minibatch": True,
+            "vf_clip_param": float("inf"), "model": {"fcnet_activation": "relu"},
+        },
+        {"num_epochs": 2, "minibatch_size": 64, "model": {"vf_share_layers": True}},  # autograd
     ],
-)
+)  # fmt: skip
 def test_lean_update_steps_as_rllibs_update(settings):
     """The same minibatches (in order: no shuffle), losses and steps as RLlib's Learner.update,
-    and the same results: the lean loop only drops RLlib's per-minibatch bookkeeping."""
+    and the same results: the lean loop only drops RLlib's per-minibatch bookkeeping, and its
+    gradients by hand (``fast_update``, on by default) are autograd's within float rounding.
+    Pendulum's episodes are cut, so the loss mask is in play."""
     from ray.rllib.core.learner.training_data import TrainingData
 
     epochs, size = settings.pop("num_epochs"), settings.pop("minibatch_size")
+    model = {"fcnet_hiddens": [32, 24], **settings.pop("model", {})}
     config = (
         ppo.PPOConfig()
         .environment("Pendulum-v1")
-        .training(entropy_coeff=0.01, kl_coeff=0.3, vf_clip_param=10.0, **settings)
+        .training(**{"entropy_coeff": 0.01, "kl_coeff": 0.3, "vf_clip_param": 10.0, **settings})
+        .rl_module(model_config=model)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
     )
     episodes = sampled_episodes(config, 300)  # Pendulum's 200-step episodes: 2 chunks
@@ -237,3 +247,29 @@ def test_lean_update_minibatches_cover_every_row_once_per_epoch():
     for epoch in range(3):
         assert sorted(stream[epoch * 1000 : (epoch + 1) * 1000].tolist()) == list(range(1000))
     assert not torch.equal(stream[:1000], stream[1000:2000])  # a new order each pass
+
+
+def test_fast_update_takes_rllibs_default_pair_of_mlps_and_leaves_other_modules_to_autograd():
+    from ddrl.algorithms.lean_ppo import manual_networks
+
+    def module(env="Pendulum-v1", **model):
+        config = ppo.PPOConfig().environment(env).rl_module(model_config=model)
+        return config.build_learner(env=gym.make(env)).module["default_policy"].unwrapped()
+
+    policy, value = manual_networks(module(fcnet_hiddens=[32, 24]))
+    assert [layer.out_features for layer in policy.layers] == [32, 24, 2]  # mean, log std
+    assert [layer.out_features for layer in value.layers] == [32, 24, 1]
+    assert manual_networks(module(vf_share_layers=True)) is None
+    assert manual_networks(module(free_log_std=True)) is None
+    assert manual_networks(module(head_fcnet_hiddens=[16], head_fcnet_activation="relu")) is None
+    assert manual_networks(module("CartPole-v1")) is None  # discrete actions
+
+
+@pytest.mark.parametrize("name", ["PPO", "SAC", "TD3"])
+def test_fast_update_is_a_class_default_so_earlier_experiments_still_resume(name):
+    """Tune's restore refuses a config whose keys differ from the saved experiment's: an option
+    added later stays out of the config's keys unless it is set (the committed walking run was
+    saved before PPO's ``fast_update``)."""
+    config = algorithms.get_algorithm_class(name).get_default_config()
+    assert config.fast_update is True and "fast_update" not in config.to_dict()
+    assert config.training(fast_update=False).to_dict()["fast_update"] is False

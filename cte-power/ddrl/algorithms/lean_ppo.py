@@ -19,9 +19,13 @@ from ray.rllib.algorithms.ppo.ppo import (
     LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
 )
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
 from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
+from torch import nn
+
+from ddrl.algorithms.manual_gradients import ManualMLP
 
 
 def minibatch_indices(
@@ -87,3 +91,92 @@ def ppo_loss(
         LEARNER_RESULTS_KL_KEY: mean_kl,
     }
     return total, stats
+
+
+#: RLlib's fcnet activations, as ``manual_gradients`` names them
+ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.ELU: "elu", nn.SiLU: "silu"}
+
+
+def manual_networks(module) -> tuple[ManualMLP, ManualMLP] | None:
+    """The policy (actor encoder, then pi head) and the value function (critic encoder, then vf
+    head) of RLlib's default PPO module as ``ManualMLP``s; None for any other module (shared
+    layers, layer norm, a free log std, recurrent, discrete actions), which keeps autograd."""
+    encoder = getattr(module, "encoder", None)
+    if not hasattr(encoder, "actor_encoder") or not hasattr(encoder, "critic_encoder"):
+        return None
+    if module.is_stateful() or module.get_train_action_dist_cls() is not TorchDiagGaussian:
+        return None
+    networks = []
+    for part, head in ((encoder.actor_encoder, module.pi), (encoder.critic_encoder, module.vf)):
+        layers = [getattr(getattr(m, "net", None), "mlp", None) for m in (part, head)]
+        if not all(isinstance(layer, nn.Sequential) for layer in layers):
+            return None
+        chain = [*layers[0], *layers[1]]  # Linear, activation, ..., Linear
+        linear, between = chain[0::2], chain[1::2]
+        kinds = {ACTIVATIONS.get(type(m)) for m in between}
+        if (
+            len(chain) % 2 == 0
+            or not all(type(m) is nn.Linear for m in linear)
+            or len(kinds) > 1
+            or None in kinds
+        ):
+            return None
+        networks.append(ManualMLP.of_layers(linear, kinds.pop() if kinds else "tanh"))
+    covered = {id(p) for network in networks for p in network.parameters()}
+    if covered != {id(p) for p in module.parameters()}:
+        return None  # a parameter outside the two chains (a free log std, say)
+    return networks[0], networks[1]
+
+
+@torch.no_grad()
+def ppo_gradients(
+    policy: ManualMLP, value: ManualMLP, batch: dict, config, entropy_coeff, kl_coeff
+) -> dict:
+    """``ppo_loss``'s gradient with respect to every parameter of the two networks, by hand: the
+    same terms (clipped surrogate, clamped squared value error, entropy, KL to the sampling
+    policy, the loss mask's mean), differentiated link by link. Parameter -> gradient."""
+    obs, actions = batch[Columns.OBS], batch[Columns.ACTIONS]
+    if Columns.LOSS_MASK in batch:  # each term's mean over the valid rows
+        mask = batch[Columns.LOSS_MASK]
+        weight = mask.to(obs.dtype) / mask.sum()
+    else:
+        weight = torch.full((len(obs),), 1.0 / len(obs), dtype=obs.dtype, device=obs.device)
+
+    saved_pi = policy.forward(obs)
+    mean, log_std = saved_pi.output.chunk(2, dim=-1)
+    scale = log_std.exp()
+    var = scale * scale
+    diff = actions - mean
+    logp = (-(diff * diff) / (2 * var) - scale.log() - math.log(math.sqrt(2 * math.pi))).sum(-1)
+    ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
+    advantages = batch[Postprocessing.ADVANTAGES]
+    low, high = 1 - config.clip_param, 1 + config.clip_param
+    unclipped, clipped = advantages * ratio, advantages * torch.clamp(ratio, low, high)
+    # d(-mean(min(unclipped, clipped)))/d each: torch.minimum's gradient (a tie splits it)
+    grad = torch.where(unclipped == clipped, -weight / 2, -weight)
+    grad_ratio = advantages * (
+        grad.masked_fill(unclipped > clipped, 0.0)
+        + grad.masked_fill(unclipped < clipped, 0.0) * ((ratio >= low) & (ratio <= high))
+    )
+    grad_logp = (grad_ratio * ratio)[:, None]
+    grad_mean = grad_logp * diff / var
+    grad_log_std = grad_logp * (diff * diff / var - 1)
+    if entropy_coeff:  # the entropy's gradient by the log std is 1 per dimension
+        grad_log_std = grad_log_std - (entropy_coeff * weight)[:, None]
+    if config.use_kl_loss:  # KL(sampling policy || current), torch's normal-normal formula
+        old_mean, old_log_std = batch[Columns.ACTION_DIST_INPUTS].chunk(2, dim=-1)
+        kl_weight = (kl_coeff * weight)[:, None]
+        grad_mean = grad_mean + kl_weight * (mean - old_mean) / var
+        old_ratio = old_log_std.exp() / scale
+        shift = (old_mean - mean) / scale
+        grad_log_std = grad_log_std + kl_weight * (1 - old_ratio * old_ratio - shift * shift)
+
+    saved_vf = value.forward(obs)
+    error = saved_vf.output.squeeze(-1) - batch[Postprocessing.VALUE_TARGETS]
+    grad_value = config.vf_loss_coeff * weight * 2 * error
+    if math.isfinite(config.vf_clip_param):  # the clamp passes no gradient beyond its bound
+        grad_value = grad_value * (error * error <= config.vf_clip_param)
+
+    grads = policy.backward(saved_pi, torch.cat([grad_mean, grad_log_std], dim=-1))[0]
+    grads += value.backward(saved_vf, grad_value[:, None])[0]
+    return dict(zip(policy.parameters() + value.parameters(), grads))

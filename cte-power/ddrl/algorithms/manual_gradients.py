@@ -47,6 +47,18 @@ class ManualMLP:
         self.output_tanh = isinstance(net[-1], nn.Tanh)
         self.activation = activation
 
+    @classmethod
+    def of_layers(cls, layers: list[nn.Linear], activation: str) -> ManualMLP:
+        """Linear ``layers`` with ``activation`` between them and none after the last (an
+        encoder and its head, as RLlib's PPO module splits them)."""
+        mlp = cls.__new__(cls)
+        mlp.layers, mlp.output_tanh, mlp.activation = list(layers), False, activation
+        return mlp
+
+    def parameters(self) -> list[torch.Tensor]:
+        """In the order ``backward`` gives their gradients."""
+        return [p for layer in self.layers for p in (layer.weight, layer.bias)]
+
     def forward(self, x: torch.Tensor) -> Saved:
         inputs, pre_activations, h = [], [], x
         for layer in self.layers[:-1]:

@@ -107,7 +107,8 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         "add_default_connectors_to_learner_pipeline": "no learner connector runs",
     }
 
-    #: a class default too: a config pickled before the option (a Tune experiment's) reads it
+    #: a class default only, set on the instance when given: a config pickled before the option
+    #: reads it, and Tune's restore refuses a config whose keys differ from the saved experiment's
     fast_update = True
 
     def __init__(self, algo_class=None):
@@ -119,7 +120,6 @@ class LeanOffPolicyConfig(rllib_sac.SACConfig):
         self.critic_loss = "mse"
         self.sample_while_learning = False
         self.no_done_at_end = False
-        self.fast_update = True
         # One learner call per fragment: the per-call overhead is paid once per 64 updates.
         self.rollout_fragment_length = 64
         self.min_time_s_per_iteration = 0

@@ -58,7 +58,7 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.torch_utils import clip_gradients
 from torch import nn
 
-from ddrl.algorithms import lean_ppo, threads
+from ddrl.algorithms import lean_ppo, manual_gradients, threads
 from ddrl.algorithms.reward_scaling import RewardScaler
 
 #: Where the learner's state keeps the reward scaling's statistics (checkpoints hold it)
@@ -220,21 +220,28 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         )
         ((optimizer_name, _),) = self.get_optimizers_for_module(module_id)
         gradient_norm_key = f"gradients_{optimizer_name}_global_norm"  # RLlib's metric
+        networks = lean_ppo.manual_networks(unwrapped) if config.fast_update else None
         for number, index in enumerate(minibatches, start=1):
             minibatch = {k: v[index] for k, v in columns.items()}
             if config.advantages_per_minibatch:
                 minibatch[Postprocessing.ADVANTAGES] = standardized(
                     minibatch[Postprocessing.ADVANTAGES], minibatch.get(Columns.LOSS_MASK)
                 )
-            fwd_out = module.forward_train(minibatch)
             last = number == len(minibatches)  # RLlib logs the last minibatch's metrics only
-            loss, stats = lean_ppo.ppo_loss(
-                unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff, with_stats=last
-            )
-            for optimizer in self._optimizer_parameters:
-                optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+            if networks is not None and not last:  # the last one's losses are logged: autograd
+                by_param = lean_ppo.ppo_gradients(
+                    *networks, minibatch, config, entropy_coeff, kl_coeff
+                )
+                gradients = {pid: by_param[p] for pid, p in self._params.items()}
+            else:
+                fwd_out = module.forward_train(minibatch)
+                loss, stats = lean_ppo.ppo_loss(
+                    unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff, last
+                )
+                for optimizer in self._optimizer_parameters:
+                    optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
             if config.grad_clip is not None:
                 norm = clip_gradients(
                     gradients, grad_clip=config.grad_clip, grad_clip_by="global_norm"
@@ -298,14 +305,28 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         total_norm = torch.nn.utils.get_total_norm(list(gradients_dict.values()))
         if not torch.isfinite(total_norm):  # RLlib's path: warn, zero the nan/inf gradients, step
             return super().apply_gradients(gradients_dict)
-        for pid, grad in gradients_dict.items():
-            self._params[pid].grad = grad
-        for module_id, optimizer_names in self._module_optimizers.items():
-            for optimizer_name in optimizer_names:
-                self.get_optimizer(module_id, optimizer_name).step()
+        optimizers = [
+            self.get_optimizer(module_id, name)
+            for module_id, names in self._module_optimizers.items()
+            for name in names
+        ]
+        by_param = {self._params[pid]: grad for pid, grad in gradients_dict.items()}
+        for optimizer in optimizers:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            if len(optimizer.param_groups) == 1 and all(p in by_param for p in params):
+                # the fused kernel on the optimizer's own state, without step()'s regrouping
+                manual_gradients.adam_step(optimizer, [by_param[p] for p in params])
+                continue
+            for param in params:
+                param.grad = by_param.get(param)
+            optimizer.step()
 
 
 class PPOConfig(rllib_ppo.PPOConfig):
+    #: a class default only, set on the instance when given: Tune's restore refuses a config whose
+    #: keys differ from the saved experiment's, and experiments saved before it must resume
+    fast_update = True
+
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or PPO)
         self.vf_clip_param = math.inf  # no clamp of the squared value error (see the module doc)
@@ -323,6 +344,7 @@ class PPOConfig(rllib_ppo.PPOConfig):
         adam_epsilon: float | None = NotProvided,
         advantages_per_minibatch: bool | None = NotProvided,
         lean_update: bool | None = NotProvided,
+        fast_update: bool | None = NotProvided,
         reward_scaling: bool | None = NotProvided,
         **kwargs,
     ):
@@ -337,6 +359,10 @@ class PPOConfig(rllib_ppo.PPOConfig):
             lean_update: run the epochs of minibatches without RLlib's per-minibatch
                 bookkeeping (on by default; ``ddrl.algorithms.lean_ppo``); the loss, minibatch
                 size and count are RLlib's.
+            fast_update: in the lean update, compute each minibatch's gradients by hand
+                (on by default; ``lean_ppo.ppo_gradients``: the same numbers as autograd's
+                within float rounding, in fewer kernels) where the module is RLlib's default
+                pair of MLPs with a diagonal Gaussian; any other module keeps autograd.
             reward_scaling: divide the rewards the learner trains on by the running standard
                 deviation of the discounted return, clipped to +-10, as Stable-Baselines3's
                 ``VecNormalize`` (``ddrl.algorithms.reward_scaling``); reported returns stay
@@ -348,6 +374,7 @@ class PPOConfig(rllib_ppo.PPOConfig):
             ("adam_epsilon", adam_epsilon),
             ("advantages_per_minibatch", advantages_per_minibatch),
             ("lean_update", lean_update),
+            ("fast_update", fast_update),
             ("reward_scaling", reward_scaling),
         ):
             if value is not NotProvided:
@@ -357,6 +384,8 @@ class PPOConfig(rllib_ppo.PPOConfig):
     @override(rllib_ppo.PPOConfig)
     def validate(self) -> None:
         super().validate()
+        if not isinstance(self.fast_update, bool):
+            self._value_error(f"`fast_update` must be true or false, got {self.fast_update!r}.")
         if self.reward_scaling and (self.num_learners or 0) > 1:
             self._value_error(
                 "training.reward_scaling keeps one set of statistics on one learner; set "

@@ -427,13 +427,26 @@ def run(
             say(line)
         if experiment.checked_config is not None and change_layout(path, experiment, algo_class):
             say("the trials continue with the new layout of env runners")
-        tuner = tune.Tuner.restore(
-            str(Path(path).resolve()),  # Tune takes a relative path for a URI
-            trainable=algo_class,
-            param_space=param_space,
-            resume_unfinished=True,
-            resume_errored=True,
-        )
+        try:
+            tuner = tune.Tuner.restore(
+                str(Path(path).resolve()),  # Tune takes a relative path for a URI
+                trainable=algo_class,
+                param_space=param_space,
+                resume_unfinished=True,
+                resume_errored=True,
+            )
+        except ValueError as error:
+            if "param_space" not in str(error):
+                raise
+            # the saved settings match (checked before Ray started), so the config's own
+            # keys differ: the experiment was saved by a version with other algorithm options
+            print(
+                f"error: cannot resume {path}: it was saved by a version of ddrl whose "
+                f"{experiment.algorithm} options differ from this one's; resume it with that "
+                "version, or start a new --name.",
+                file=sys.stderr,
+            )
+            return 2
     else:
         path.mkdir(parents=True)
         (path / EXPERIMENT_FILE).write_text(dump_yaml(experiment.to_dict()))
