@@ -93,6 +93,11 @@ def ppo_loss(
     return total, stats
 
 
+#: the train batch's columns that ``ppo_gradients`` reads (a minibatch gathers only these)
+LOSS_COLUMNS = {
+    Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS,
+    Columns.LOSS_MASK, Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS,
+}  # fmt: skip
 #: RLlib's fcnet activations, as ``manual_gradients`` names them
 ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.ELU: "elu", nn.SiLU: "silu"}
 

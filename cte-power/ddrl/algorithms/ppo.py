@@ -221,14 +221,16 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         ((optimizer_name, _),) = self.get_optimizers_for_module(module_id)
         gradient_norm_key = f"gradients_{optimizer_name}_global_norm"  # RLlib's metric
         networks = lean_ppo.manual_networks(unwrapped) if config.fast_update else None
+        used = {k: v for k, v in columns.items() if k in lean_ppo.LOSS_COLUMNS}
         for number, index in enumerate(minibatches, start=1):
-            minibatch = {k: v[index] for k, v in columns.items()}
+            last = number == len(minibatches)  # RLlib logs the last minibatch's metrics only
+            fast = networks is not None and not last  # the last one's losses are logged: autograd
+            minibatch = {k: v[index] for k, v in (used if fast else columns).items()}
             if config.advantages_per_minibatch:
                 minibatch[Postprocessing.ADVANTAGES] = standardized(
                     minibatch[Postprocessing.ADVANTAGES], minibatch.get(Columns.LOSS_MASK)
                 )
-            last = number == len(minibatches)  # RLlib logs the last minibatch's metrics only
-            if networks is not None and not last:  # the last one's losses are logged: autograd
+            if fast:
                 by_param = lean_ppo.ppo_gradients(
                     *networks, minibatch, config, entropy_coeff, kl_coeff
                 )
