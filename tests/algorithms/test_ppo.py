@@ -191,6 +191,7 @@ def sampled_episodes(config, steps: int):
             "vf_clip_param": float("inf"), "model": {"fcnet_activation": "relu"},
         },
         {"num_epochs": 2, "minibatch_size": 64, "model": {"vf_share_layers": True}},  # autograd
+        {"num_epochs": 4, "minibatch_size": 64, "clip_param": 0.02, "lr": 0.003},  # ratios clipped
     ],
 )  # fmt: skip
 def test_lean_update_steps_as_rllibs_update(settings):

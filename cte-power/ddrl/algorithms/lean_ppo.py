@@ -157,12 +157,10 @@ def ppo_gradients(
     advantages = batch[Postprocessing.ADVANTAGES]
     low, high = 1 - config.clip_param, 1 + config.clip_param
     unclipped, clipped = advantages * ratio, advantages * torch.clamp(ratio, low, high)
-    # d(-mean(min(unclipped, clipped)))/d each: torch.minimum's gradient (a tie splits it)
-    grad = torch.where(unclipped == clipped, -weight / 2, -weight)
-    grad_ratio = advantages * (
-        grad.masked_fill(unclipped > clipped, 0.0)
-        + grad.masked_fill(unclipped < clipped, 0.0) * ((ratio >= low) & (ratio <= high))
-    )
+    # d min(unclipped, clipped)/d ratio, as autograd takes it (torch.minimum splits a tie, the
+    # clamp passes its bounds): A where unclipped < clipped; 0 where it is greater (the ratio is
+    # then outside the clamp); A at a tie (ratio inside: A/2 + A/2; outside only when A is 0)
+    grad_ratio = -weight * advantages * (unclipped <= clipped)
     grad_logp = (grad_ratio * ratio)[:, None]
     grad_mean = grad_logp * diff / var
     grad_log_std = grad_logp * (diff * diff / var - 1)
