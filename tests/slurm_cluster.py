@@ -10,6 +10,7 @@ other's slurmctld and commands still needed (seen as jobs whose ``scontrol`` ans
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -68,6 +69,20 @@ def why_unavailable() -> str | None:
     return None
 
 
+_clusters_started = itertools.count()
+
+
+def first_job_id() -> int:
+    """The first job id of a new test cluster. The jobs' Ray ports come from their ids
+    (``jobs/distributed/ray-cluster.sh``: 20000 + id % 1000), so clusters alive at once, in this
+    process or another test worker's, must not issue ids equal modulo 1000: each gets its own
+    hundred (up to 5 clusters per worker, 100 jobs each), and the thousands come from the clock,
+    so that ids also differ from one test run to the next (their logs may share a folder)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    hundred = (worker * 5 + next(_clusters_started) % 5) % 10
+    return (int(time.time()) % 60_000 + 1) * 1000 + hundred * 100
+
+
 class SlurmCluster:
     def __init__(self, workdir: Path):
         self.dir = Path(workdir)
@@ -78,6 +93,7 @@ class SlurmCluster:
         self.pointer_files: list[Path] = []  # each job's slurm-<name>-<id>.out in its submit dir
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.munge_name = f"ddrltest-{os.getpid()}-{self.ctld_port}"
+        self.first_job_id = first_job_id()
         self.munge_socket = Path(MUNGE_DIRS[0]) / f"{self.munge_name}.socket"
 
     # ------------------------------------------------------------------ start / stop
@@ -90,8 +106,7 @@ class SlurmCluster:
                 ctld_port=self.ctld_port,
                 node_port=self.node_port,
                 node_port_end=self.node_port + 1,
-                # job ids unique across test runs: their logs share cte-power/jobs/out/
-                first_job_id=int(time.time()) % 10_000_000 + 1000,
+                first_job_id=self.first_job_id,
             )
         )
         self._start_munge()
@@ -196,6 +211,9 @@ class SlurmCluster:
         proc = self.run(["sbatch", "--parsable", *options, script, *args], cwd=cwd, env=env or {})
         job_id = proc.stdout.strip().split(";")[0]
         self.pointer_files.append(Path(cwd) / f"slurm-*-{job_id}*.out")
+        assert int(job_id.split("_")[0]) < self.first_job_id + 100, (
+            f"job {job_id}: this cluster's hundred of job ids is used up (first_job_id)"
+        )
         return job_id
 
     def state(self, job_id: str, patience_s: float = 60) -> dict:

@@ -39,7 +39,7 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
         "reporting.min_sample_timesteps_per_iteration=64",
         "--output",
         output,
-        timeout=400,
+        timeout=900,  # a hang guard: under load (the CI machine busy besides) it took 400 s
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = pd.read_csv(output)
