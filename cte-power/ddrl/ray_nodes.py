@@ -82,6 +82,34 @@ def port_open(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+#: Slurm jobs' ports: the head's GCS on FIRST_GCS_PORT + slot, where a slot (0-999) comes from
+#: the job id; see jobs/distributed/ray-cluster.sh
+FIRST_GCS_PORT, SLOTS = 20000, 1000
+
+
+def free_slot(host: str, preferred: int) -> int:
+    """The job's slot: ``preferred`` (its id modulo 1000), or the next one whose head port is
+    free on ``host``, where another job's Ray already holds it (two jobs whose ids differ by a
+    multiple of 1000, on one node: the second head would fail as "already running")."""
+    for step in range(SLOTS):
+        slot = (preferred + step) % SLOTS
+        port = FIRST_GCS_PORT + slot
+        if _bindable(host, port) and not port_open(host, port, timeout=0.5):
+            return slot
+    raise UserError(
+        f"no free Ray head port in {FIRST_GCS_PORT}-{FIRST_GCS_PORT + SLOTS - 1} on {host}."
+    )
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
 def wait_for_port(host: str, port: int, timeout: float, what: str) -> None:
     """Wait (logging every 15 s) until ``host:port`` accepts connections."""
     started = time.monotonic()
@@ -286,6 +314,11 @@ def run_wait(args) -> int:
     return 0
 
 
+def run_slot(args) -> int:
+    print(free_slot(args.host, args.preferred))
+    return 0
+
+
 def main(argv=None) -> int:
     from ddrl import options
 
@@ -304,12 +337,15 @@ def main(argv=None) -> int:
     node.add_argument("--temp-dir", required=True)
     node.add_argument("--log", default=None, help="the node's Ray log file")
     node.add_argument("--timeout", type=float, default=180, help="seconds to wait for the head")
+    slot = commands.add_parser("slot", help="print the job's port slot: the preferred one if free")
+    slot.add_argument("--host", required=True, help="the head node's address (this host)")
+    slot.add_argument("--preferred", type=int, required=True, help="the job id modulo 1000")
     wait = commands.add_parser("wait", help="wait until N nodes joined the cluster in RAY_ADDRESS")
     wait.add_argument("--nodes", type=int, required=True)
     wait.add_argument("--timeout", type=float, default=180)
     wait.add_argument("--report", default=None, help="write the nodes as JSON here")
     args = parser.parse_args(argv)
-    run = run_node if args.command == "node" else run_wait
+    run = {"node": run_node, "wait": run_wait, "slot": run_slot}[args.command]
     return options.report_errors(run)(args)
 
 

@@ -64,3 +64,24 @@ def test_a_node_whose_head_never_resolves_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(
         "error: cannot resolve host 'no-such-head.invalid'"
     )
+
+
+def test_a_slurm_job_whose_head_port_is_taken_takes_the_next_free_slot():
+    """Two jobs whose ids differ by a multiple of 1000 on one node would both want port
+    20000 + id % 1000: the second takes the next slot whose port is free."""
+    host = "127.0.0.1"
+    preferred = next(
+        slot for slot in range(ray_nodes.SLOTS) if ray_nodes.free_slot(host, slot) == slot
+    )
+    assert ray_nodes.free_slot(host, preferred) == preferred  # free: kept
+    with socket.socket() as other_job:
+        other_job.bind((host, ray_nodes.FIRST_GCS_PORT + preferred))
+        other_job.listen()
+        chosen = ray_nodes.free_slot(host, preferred)
+        assert chosen != preferred
+        assert ray_nodes.free_slot(host, chosen) == chosen
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddrl.ray_nodes", "slot", f"--host={host}", f"--preferred={preferred}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == str(preferred), proc.stderr

@@ -13,18 +13,21 @@
 #                            resumes on a whole allocation instead of waiting for CPUs that are gone.
 #   ddrl_ray_cluster_down    stops the head and workers started here (also run on EXIT).
 #
-# Ports come from the job id, so two jobs sharing a node never collide; a token that only this
-# job's user can read (RAY_AUTH_MODE=token) keeps other users of the cluster from attaching.
+# Ports come from the job id (the next free slot where another job's Ray holds its port), so two
+# jobs sharing a node do not collide; a token that only this job's user can read
+# (RAY_AUTH_MODE=token) keeps other users of the cluster from attaching.
 # Set DDRL_NODE_IP to pin every node's address (one host pretending to be several, as in tests).
 
 ddrl_ray_cluster_up() {
     local timeout=${DDRL_RAY_JOIN_TIMEOUT:-180}
     local -a nodes
     mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-    local slot=$((SLURM_JOB_ID % 1000))
-    local port=$((20000 + slot))
     local cpus=${SLURM_CPUS_PER_TASK:-1} gpus=${SLURM_GPUS_ON_NODE:-0}
     local head_ip=${DDRL_NODE_IP:-$(srun --nodes=1 --ntasks=1 -w "${nodes[0]}" hostname -I | awk '{print $1}')}
+    # The batch step runs on the head's node: the next slot if another job's Ray has this one.
+    local slot
+    slot=$(python -m ddrl.ray_nodes slot --host="$head_ip" --preferred=$((SLURM_JOB_ID % 1000))) || return 1
+    local port=$((20000 + slot))
     export RAY_ADDRESS="$head_ip:$port"
 
     local token_dir=${DDRL_TOKEN_DIR:-$HOME/.ray}
