@@ -28,6 +28,7 @@ from ddrl.pipeline.checkpoints import whole_checkpoints
 from ddrl.pipeline.results import EXPERIMENT_FILE
 
 MODEL_FILE = "model.json"
+PARTIAL_POLICY = "partial-"  # a policy being exported: .partial-checkpoint_N
 #: What of an RLlib checkpoint the policy needs (relative paths); see ddrl.policy.Policy.
 POLICY_PARTS = (
     "rllib_checkpoint.json",
@@ -73,28 +74,50 @@ def pick_checkpoint(experiment: Path) -> tuple[Path, Path]:
 
 
 def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -> Path:
-    """Write the model artifact of ``experiment`` (a Tune experiment folder) into ``model_dir``."""
+    """Write the model artifact of ``experiment`` (a Tune experiment folder) into ``model_dir``.
+
+    A job can be killed at any moment (a spot instance), so the policy is written under a hidden
+    name and renamed when whole, and model.json is replaced just after: the newest policy folder
+    is the one model.json names, except in the instant between the two renames."""
     experiment, model_dir = Path(experiment), Path(model_dir)
     trial, checkpoint = pick_checkpoint(experiment)
     target = model_dir / trial.name / checkpoint.name
+    info = model_info(experiment, trial, target.relative_to(model_dir), extra)
+    for stale in model_dir.glob(f"*/.{PARTIAL_POLICY}*"):  # left by a kill mid-export
+        shutil.rmtree(stale, ignore_errors=True)
+    partial_policy = target.parent / f".{PARTIAL_POLICY}{checkpoint.name}"
+    export_policy(checkpoint, partial_policy)
+    shutil.copy2(experiment / EXPERIMENT_FILE, model_dir / EXPERIMENT_FILE)
+    partial = model_dir / f".{MODEL_FILE}.partial"
+    partial.write_text(json.dumps(info, indent=2))
     if target.exists():
         shutil.rmtree(target)
-    export_policy(checkpoint, target)
-    shutil.copy2(experiment / EXPERIMENT_FILE, model_dir / EXPERIMENT_FILE)
+    os.replace(partial_policy, target)
+    os.replace(partial, model_dir / MODEL_FILE)  # model.json names a complete policy, always
+    for old in model_dir.glob("*/checkpoint_*"):  # earlier exports (a kill keeps the newest)
+        if old != target and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    for old_trial in model_dir.iterdir():
+        if old_trial.is_dir() and not any(old_trial.iterdir()):
+            old_trial.rmdir()
+    return target
+
+
+def model_info(experiment: Path, trial: Path, checkpoint: Path, extra: dict | None) -> dict:
+    """What model.json says: what was trained, how far, from which checkpoint."""
+    import ray
     import yaml
+
+    import ddrl
 
     saved = yaml.safe_load((experiment / EXPERIMENT_FILE).read_text())
     rows = results.trial_results(trial)
     last = rows[-1] if rows else {}
-    import ray
-
-    import ddrl
-
-    info = {
+    return {
         "algorithm": saved.get("algorithm"),
         "env": saved.get("env"),
         "toolkit": saved.get("toolkit"),
-        "checkpoint": str(target.relative_to(model_dir)),
+        "checkpoint": str(checkpoint),
         "trial": trial.name,
         "training_iteration": results.result_value(last, results.ITERATIONS),
         "env_steps": results.result_value(last, results.ENV_STEPS),
@@ -106,16 +129,6 @@ def export_model(experiment: Path, model_dir: Path, extra: dict | None = None) -
         "ddrl_version": ddrl.__version__,
         **(extra or {}),
     }
-    partial = model_dir / f".{MODEL_FILE}.partial"
-    partial.write_text(json.dumps(info, indent=2))
-    os.replace(partial, model_dir / MODEL_FILE)  # model.json names a complete policy, always
-    for old in model_dir.glob("*/checkpoint_*"):  # earlier exports (a kill keeps the newest)
-        if old != target and old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
-    for old_trial in model_dir.iterdir():
-        if old_trial.is_dir() and not any(old_trial.iterdir()):
-            old_trial.rmdir()
-    return target
 
 
 def copy_summaries(experiment: Path, output_data_dir: Path) -> list[Path]:
