@@ -74,23 +74,25 @@ def thresholds_of(stop: dict[str, float]) -> dict[str, float]:
     return {STOP_METRICS[k]: v for k, v in stop.items()}
 
 
+def _met(result: dict, thresholds: dict[str, float]):
+    """(metric, value, limit) of each threshold that ``result`` reaches."""
+    for key, limit in thresholds.items():
+        value = result_value(result, key)
+        if value is not None and value >= limit:
+            yield key, value, limit
+
+
 def reached(result: dict, thresholds: dict[str, float]) -> bool:
     # the stopper asks after every result: no text built here (criteria_reached says which)
-    return any(
-        result_value(result, key) is not None and result_value(result, key) >= limit
-        for key, limit in thresholds.items()
-    )
+    return next(_met(result, thresholds), None) is not None
 
 
 def criteria_reached(result: dict, thresholds: dict[str, float]) -> list[str]:
     """Each stop criterion that ``result`` meets, as ``name value >= limit`` (any one stops)."""
     names = {metric: name for name, metric in STOP_METRICS.items()}
-    met = []
-    for key, limit in thresholds.items():
-        value = result_value(result, key)
-        if value is not None and value >= limit:
-            met.append(f"{names.get(key, key)} {value:g} >= {limit:g}")
-    return met
+    return [
+        f"{names.get(k, k)} {value:g} >= {limit:g}" for k, value, limit in _met(result, thresholds)
+    ]
 
 
 def make_stopper(experiment_file: Path):
