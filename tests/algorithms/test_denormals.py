@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from ddrl.algorithms.sac import SACConfig
+from ddrl.tools.bench_learner_time import random_transitions
 
 TINY = torch.finfo(torch.float32).tiny
 
@@ -48,7 +49,7 @@ def test_every_torch_thread_flushes_denormals(pool_first):
 
 def test_a_learners_adam_moments_hold_no_denormals():
     """A thousand SAC updates on random data: without the flush, some Adam moments decay into
-    denormals (about 1,600 of them here; over 100,000 on the humanoid's shapes)."""
+    denormals (about 200 of them here; over 100,000 on the humanoid's shapes)."""
     box = gym.spaces.Box(-1, 1, (8,), np.float32)
     learner = (
         SACConfig()
@@ -62,19 +63,7 @@ def test_a_learners_adam_moments_hold_no_denormals():
         .debugging(seed=0)
         .build_learner()
     )
-    rng = np.random.default_rng(0)
-    n = 2_000
-    obs = rng.normal(size=(n, 8)).astype(np.float32)
-    learner.lean_update(
-        {
-            "obs": obs,
-            "next_obs": np.roll(obs, 1, axis=0),
-            "actions": rng.uniform(-1, 1, (n, 8)).astype(np.float32),
-            "rewards": rng.normal(size=n).astype(np.float32),
-            "terminateds": np.zeros(n, np.float32),
-        },
-        num_updates=1_000,
-    )
+    learner.lean_update(random_transitions(2_000, box, box), num_updates=1_000)
     moments = [
         state[key]
         for optimizer in learner._named_optimizers.values()
