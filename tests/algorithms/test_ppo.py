@@ -192,6 +192,15 @@ def sampled_episodes(config, steps: int):
         },
         {"num_epochs": 2, "minibatch_size": 64, "model": {"vf_share_layers": True}},  # autograd
         {"num_epochs": 4, "minibatch_size": 64, "clip_param": 0.02, "lr": 0.003},  # ratios clipped
+        {  # the walking recipe's: a free log std, clipped gradients, per-minibatch advantages
+            "num_epochs": 3, "minibatch_size": 64, "grad_clip": 0.5, "use_kl_loss": False,
+            "advantages_per_minibatch": True, "model": {"free_log_std": True},
+        },
+        {"num_epochs": 3, "minibatch_size": 96, "model": {"free_log_std": True}},  # + KL, entropy
+        {  # the free log std's clamp reached: beyond it no gradient passes
+            "num_epochs": 4, "minibatch_size": 64, "lr": 0.003,
+            "model": {"free_log_std": True, "log_std_clip_param": 0.005},
+        },
     ],
 )  # fmt: skip
 def test_lean_update_steps_as_rllibs_update(settings):
@@ -257,11 +266,15 @@ def test_fast_update_takes_rllibs_default_pair_of_mlps_and_leaves_other_modules_
         config = ppo.PPOConfig().environment(env).rl_module(model_config=model)
         return config.build_learner(env=gym.make(env)).module["default_policy"].unwrapped()
 
-    policy, value = manual_networks(module(fcnet_hiddens=[32, 24]))
-    assert [layer.out_features for layer in policy.layers] == [32, 24, 2]  # mean, log std
-    assert [layer.out_features for layer in value.layers] == [32, 24, 1]
+    networks = manual_networks(module(fcnet_hiddens=[32, 24]))
+    assert [layer.out_features for layer in networks.policy.layers] == [32, 24, 2]  # mean, log std
+    assert [layer.out_features for layer in networks.value.layers] == [32, 24, 1]
+    assert networks.log_std is None
+    free = module(fcnet_hiddens=[32, 24], free_log_std=True)  # the walking recipe's policy
+    networks = manual_networks(free)
+    assert [layer.out_features for layer in networks.policy.layers] == [32, 24, 1]  # the mean
+    assert networks.log_std is free.pi.log_std and networks.log_std_clip == 20.0
     assert manual_networks(module(vf_share_layers=True)) is None
-    assert manual_networks(module(free_log_std=True)) is None
     assert manual_networks(module(head_fcnet_hiddens=[16], head_fcnet_activation="relu")) is None
     assert manual_networks(module("CartPole-v1")) is None  # discrete actions
 
@@ -274,3 +287,24 @@ def test_fast_update_is_a_class_default_so_earlier_experiments_still_resume(name
     config = algorithms.get_algorithm_class(name).get_default_config()
     assert config.fast_update is True and "fast_update" not in config.to_dict()
     assert config.training(fast_update=False).to_dict()["fast_update"] is False
+
+
+def test_packed_columns_gather_the_same_rows_as_one_gather_per_column():
+    from ray.rllib.core.columns import Columns
+
+    from ddrl.algorithms.lean_ppo import PackedColumns
+
+    generator = torch.Generator().manual_seed(0)
+    columns = {
+        Columns.OBS: torch.randn(50, 3, generator=generator),
+        Columns.LOSS_MASK: torch.rand(50, generator=generator) > 0.3,
+        Columns.ACTION_LOGP: torch.randn(50, generator=generator),
+    }
+    index = torch.randperm(50, generator=generator)[:20]
+    assert PackedColumns.fits(columns)
+    rows = PackedColumns(columns).rows(index)
+    assert torch.equal(rows[Columns.OBS], columns[Columns.OBS][index])
+    assert torch.equal(rows[Columns.ACTION_LOGP], columns[Columns.ACTION_LOGP][index])
+    assert torch.equal(rows[Columns.LOSS_MASK], columns[Columns.LOSS_MASK][index].float())
+    mixed = {**columns, Columns.ACTION_LOGP: columns[Columns.ACTION_LOGP].double()}
+    assert not PackedColumns.fits(mixed)  # a float64 column would lose precision: one gather each

@@ -75,16 +75,30 @@ class ManualMLP:
         return Saved(inputs, pre_activations, torch.tanh(out) if self.output_tanh else out)
 
     def backward(
-        self, saved: Saved, grad_out: torch.Tensor, weights: bool = True, inputs: bool = False
+        self,
+        saved: Saved,
+        grad_out: torch.Tensor,
+        weights: bool = True,
+        inputs: bool = False,
+        out: list[torch.Tensor] | None = None,
     ) -> tuple[list, torch.Tensor | None]:
         """Gradients of the parameters (in ``parameters()`` order; empty unless ``weights``) and of
-        the input (None unless ``inputs``), given the gradient of the output."""
-        out = saved.output
-        grad = torch.ops.aten.tanh_backward(grad_out, out) if self.output_tanh else grad_out
+        the input (None unless ``inputs``), given the gradient of the output. With ``out`` (a
+        tensor per parameter, in the same order) the parameters' gradients are written there."""
+        grad = (
+            torch.ops.aten.tanh_backward(grad_out, saved.output) if self.output_tanh else grad_out
+        )
         grads = []
         for index in range(len(self.layers) - 1, -1, -1):
             layer, layer_input = self.layers[index], saved.inputs[index]
-            if weights:
+            if weights and out is not None:
+                weight, bias = out[2 * index], out[2 * index + 1]
+                grads = [
+                    torch.mm(grad.t(), layer_input, out=weight),
+                    torch.sum(grad, 0, out=bias),
+                    *grads,
+                ]
+            elif weights:
                 grads = [grad.t().mm(layer_input), grad.sum(0), *grads]
             if index == 0 and not inputs:
                 break

@@ -95,8 +95,9 @@ class PPOTorchRLModule(DefaultPPOTorchRLModule):
 
 def standardized(values: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """``values`` less their mean, over their standard deviation, both taken over the entries
-    ``mask`` marks valid (RLlib's artificial bootstrap timesteps are not); as SB3, std + 1e-8."""
-    valid = values if mask is None else values[mask]
+    ``mask`` marks valid (RLlib's artificial bootstrap timesteps are not); as SB3, std + 1e-8.
+    The mask is boolean, or 0.0/1.0 as ``lean_ppo.PackedColumns`` gives it."""
+    valid = values if mask is None else values[mask.to(torch.bool)]
     return (values - valid.mean()) / (valid.std() + 1e-8)
 
 
@@ -221,29 +222,36 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         ((optimizer_name, _),) = self.get_optimizers_for_module(module_id)
         gradient_norm_key = f"gradients_{optimizer_name}_global_norm"  # RLlib's metric
         networks = lean_ppo.manual_networks(unwrapped) if config.fast_update else None
-        used = {k: v for k, v in columns.items() if k in lean_ppo.LOSS_COLUMNS}
+        if networks is not None:  # one gather per minibatch, the gradients in one flat tensor
+            used = {k: v for k, v in columns.items() if k in lean_ppo.LOSS_COLUMNS}
+            packed = lean_ppo.PackedColumns(used) if lean_ppo.PackedColumns.fits(used) else None
+            flat = lean_ppo.FlatGradients(networks.parameters())
         for number, index in enumerate(minibatches, start=1):
             last = number == len(minibatches)  # RLlib logs the last minibatch's metrics only
             fast = networks is not None and not last  # the last one's losses are logged: autograd
-            minibatch = {k: v[index] for k, v in (used if fast else columns).items()}
+            if fast:
+                minibatch = packed.rows(index) if packed else {k: v[index] for k, v in used.items()}
+            else:
+                minibatch = {k: v[index] for k, v in columns.items()}
             if config.advantages_per_minibatch:
                 minibatch[Postprocessing.ADVANTAGES] = standardized(
                     minibatch[Postprocessing.ADVANTAGES], minibatch.get(Columns.LOSS_MASK)
                 )
             if fast:
                 by_param = lean_ppo.ppo_gradients(
-                    *networks, minibatch, config, entropy_coeff, kl_coeff
+                    networks, minibatch, config, entropy_coeff, kl_coeff, out=flat
                 )
                 gradients = {pid: by_param[p] for pid, p in self._params.items()}
-            else:
-                fwd_out = module.forward_train(minibatch)
-                loss, stats = lean_ppo.ppo_loss(
-                    unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff, last
-                )
-                for optimizer in self._optimizer_parameters:
-                    optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+                self._apply_flat_gradients(flat.flat, gradients, config.grad_clip)
+                continue
+            fwd_out = module.forward_train(minibatch)
+            loss, stats = lean_ppo.ppo_loss(
+                unwrapped, minibatch, fwd_out, config, entropy_coeff, kl_coeff, last
+            )
+            for optimizer in self._optimizer_parameters:
+                optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
             if config.grad_clip is not None:
                 norm = clip_gradients(
                     gradients, grad_clip=config.grad_clip, grad_clip_by="global_norm"
@@ -296,6 +304,18 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
 
+    def _apply_flat_gradients(self, flat: torch.Tensor, gradients: dict, grad_clip) -> None:
+        """``clip_gradients`` (by global norm) and ``apply_gradients`` for ``gradients`` that are
+        views of the one tensor ``flat``: its norm is the total norm, in one kernel."""
+        norm = torch.linalg.vector_norm(flat)
+        if not torch.isfinite(norm) or self._lr_scheduler_classes is not None:
+            if grad_clip is not None:  # RLlib's own clip (its norm maps inf to 1e9)
+                clip_gradients(gradients, grad_clip=grad_clip, grad_clip_by="global_norm")
+            return self.apply_gradients(gradients)  # nan/inf: RLlib's treatment, step for step
+        if grad_clip is not None:  # clip_gradients' global-norm clip, on the flat tensor
+            flat.mul_(torch.clamp(grad_clip / torch.clamp(norm + 1e-6, min=grad_clip), max=1.0))
+        self._step_optimizers(gradients)
+
     @override(RLlibPPOTorchLearner)
     def apply_gradients(self, gradients_dict) -> None:
         if (
@@ -307,6 +327,10 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         total_norm = torch.nn.utils.get_total_norm(list(gradients_dict.values()))
         if not torch.isfinite(total_norm):  # RLlib's path: warn, zero the nan/inf gradients, step
             return super().apply_gradients(gradients_dict)
+        self._step_optimizers(gradients_dict)
+
+    def _step_optimizers(self, gradients_dict) -> None:
+        """Each optimizer's step with these gradients (the fused kernel where it can)."""
         optimizers = [
             self.get_optimizer(module_id, name)
             for module_id, names in self._module_optimizers.items()
