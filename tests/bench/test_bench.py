@@ -154,10 +154,39 @@ def test_learner_time_reports_seconds_per_update_and_per_iteration():
     assert float(learn_s) == pytest.approx(per_update_ms / 1000 * 512, rel=0.02, abs=0.01)
 
 
+@pytest.mark.parametrize("fast_update", ["true", "false"])
+def test_learner_time_times_an_iteration_of_ppo_learning(fast_update):
+    """PPO: each round one iteration's learning (epochs of minibatches over a train batch of
+    random episodes, through RLlib's learner connector), on a trial's learner threads (ppo.yaml:
+    the driver's CPU and its runner's), with the update by hand or by autograd."""
+    import os
+
+    proc = run_script(
+        LEARNER_TIME, "--config", "trainings/pybullet-envs/ppo.yaml", "--device", "cpu",
+        "--rounds", 2, "--episode-length", 100, "--set", "training.train_batch_size_per_learner=512",
+        "--set", "training.num_epochs=2", "--set", f"training.fast_update={fast_update}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    threads = min(2, len(os.sched_getaffinity(0)))
+    assert "PPO learner of trainings/pybullet-envs/ppo.yaml on cpu" in out
+    assert f"torch threads: {threads}," in out, "a trial's learner threads"
+    assert "obs 44, actions 17, batch 512" in out
+    assert out.count("s of learning") == 2
+    seconds = float(re.search(r"learning per iteration: ([\d.]+) s", out)[1])
+    assert seconds > 0
+    assert "2 epochs of minibatches of 256, about 4 updates, for 512 env steps" in out
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--config", "trainings/pybullet-envs/ppo.yaml"], "learner-time measures SAC, TD3, DDPG"),
+        (
+            ["--config", "trainings/pybullet-envs/ppo.yaml", "--updates", "3"],
+            "--updates does not apply to PPO",
+        ),
+        (["--episode-length", "100"], "--episode-length does not apply to SAC"),
+        (["--set", "training.nope=1"], "unknown key 'nope' at 'training' (from --set)"),
         (["--config", "trainings/pybullet-envs/nope.yaml"], "does not exist"),
         (["--config", "README.md"], "pass --toolkit"),
         (["--config", "README.md", "--toolkit", "gym"], "README.md is not valid YAML"),
