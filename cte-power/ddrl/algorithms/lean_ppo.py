@@ -267,14 +267,14 @@ def ppo_gradients(
     if math.isfinite(config.vf_clip_param):  # the clamp passes no gradient beyond its bound
         grad_value = grad_value * (error * error <= config.vf_clip_param)
 
-    views = out.views if out else [None] * len(networks.parameters())
-    split = len(policy.parameters())
-    into_pi, into_vf = (views[:split], views[split:]) if out else (None, None)
+    pi_count, vf_count = len(policy.parameters()), len(value.parameters())
+    into_pi = out.views[:pi_count] if out else None
+    into_vf = out.views[pi_count : pi_count + vf_count] if out else None
     if free_log_std is None:
         grad_pi = torch.cat([grad_mean, grad_log_std], dim=-1)
     else:  # each row's log stds are the one parameter: their gradients add up
         grad_pi = grad_mean
-        grad_free = torch.sum(grad_log_std, 0, out=views[-1]) if out else grad_log_std.sum(0)
+        grad_free = torch.sum(grad_log_std, 0, out=out.views[-1] if out else None)
         if clip is not None:  # the clamp passes gradient only within its bounds
             grad_free.mul_((free_log_std >= -clip) & (free_log_std <= clip))
     grads = policy.backward(saved_pi, grad_pi, out=into_pi)[0]

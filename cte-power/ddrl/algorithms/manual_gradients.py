@@ -91,15 +91,13 @@ class ManualMLP:
         grads = []
         for index in range(len(self.layers) - 1, -1, -1):
             layer, layer_input = self.layers[index], saved.inputs[index]
-            if weights and out is not None:
-                weight, bias = out[2 * index], out[2 * index + 1]
+            if weights:
+                into = out[2 * index : 2 * index + 2] if out is not None else (None, None)
                 grads = [
-                    torch.mm(grad.t(), layer_input, out=weight),
-                    torch.sum(grad, 0, out=bias),
+                    torch.mm(grad.t(), layer_input, out=into[0]),
+                    torch.sum(grad, 0, out=into[1]),
                     *grads,
                 ]
-            elif weights:
-                grads = [grad.t().mm(layer_input), grad.sum(0), *grads]
             if index == 0 and not inputs:
                 break
             grad = grad.mm(layer.weight)

@@ -43,7 +43,7 @@ OFF_POLICY = ("SAC", "TD3", "DDPG")
 MEASURED = (*OFF_POLICY, "PPO")
 SAC_YAML = "trainings/pybullet-envs/sac.yaml"
 #: the env runner settings that decide a trial's learner threads (``threads.learner_threads``)
-RUNNER_CPUS = ("num_env_runners", "num_cpus_per_env_runner", "num_cpus_for_main_process")
+RUNNER_CPUS = ("num_env_runners", "num_cpus_per_env_runner")
 
 
 def load_training(
@@ -89,21 +89,14 @@ def spaces(toolkit: str, env_id: str, obs_dim: int | None, act_dim: int | None):
 def learner_config(algorithm: str, settings: dict, observation_space, action_space, device: str):
     """The config a run's learner is built from; its env runners are only counted (a trial's
     learner takes their CPUs as threads), never started."""
-    runner_cpus = {
-        k: v for k, v in settings["env_runners"].items() if k != "num_cpus_for_main_process"
-    }
     config = (
         algorithms.get_algorithm_class(algorithm)
         .get_default_config()
         .environment(observation_space=observation_space, action_space=action_space)
         .training(**settings["training"])
-        .env_runners(**runner_cpus)
+        .env_runners(**settings["env_runners"])
         .learners(num_learners=0, num_gpus_per_learner=1 if device == "cuda" else 0)
     )
-    if "num_cpus_for_main_process" in settings["env_runners"]:
-        config.resources(
-            num_cpus_for_main_process=settings["env_runners"]["num_cpus_for_main_process"]
-        )
     if settings["model_config"]:
         config.rl_module(model_config=settings["model_config"])
     return config
