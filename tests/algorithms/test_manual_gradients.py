@@ -2,6 +2,8 @@
 one: the same weights, optimizer states, target networks and losses after the same updates on
 the same minibatches, within float rounding, for every setting it supports."""
 
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -156,3 +158,27 @@ def test_fast_update_must_be_a_boolean():
         SACConfig().environment(observation_space=OBS, action_space=ACT).training(
             fast_update="yes"
         ).validate()
+
+
+@pytest.mark.parametrize("config_class", [SACConfig, TD3Config])
+def test_a_restored_learner_updates_its_own_weights(config_class):
+    """The fast update's networks are built once per module (``manual_networks``): after a
+    learner restores a state, it still updates the module's weights and targets, the same
+    as an autograd learner restored alike."""
+    (plain, *_), (fast, *_) = learners(config_class)
+    state = plain.get_state(not_components=["metrics_logger"])
+    for learner in (plain, fast):
+        # a copy each: the optimizers' restored moments share the state's arrays' memory
+        learner.set_state(copy.deepcopy(state))
+        learner.lean_update(None, num_updates=4)
+    module = fast._module["default_policy"].unwrapped()
+    nets = fast.manual_networks(module)
+    assert nets.critics[0].layers[0].weight is module.critics[0][0].weight
+    restored = state["rl_module"]["default_policy"]["critics.0.0.weight"]
+    assert not np.array_equal(module.critics[0][0].weight.detach().numpy(), restored)  # updated
+    fast_weights = fast.get_state(not_components=["metrics_logger"])["rl_module"]
+    plain_weights = plain.get_state(not_components=["metrics_logger"])["rl_module"]
+    for name, value in plain_weights["default_policy"].items():
+        np.testing.assert_allclose(
+            fast_weights["default_policy"][name], value, rtol=1e-5, atol=1e-6, err_msg=name
+        )

@@ -279,6 +279,40 @@ def test_fast_update_takes_rllibs_default_pair_of_mlps_and_leaves_other_modules_
     assert manual_networks(module("CartPole-v1")) is None  # discrete actions
 
 
+def test_manual_policy_draws_what_rllibs_distribution_draws_and_defers_what_it_would_refuse():
+    """An env runner's PPO actions by hand (lean_ppo.ManualPolicy): the same draws, log-likelihoods
+    and distribution inputs as the module's forward pass and RLlib's TorchDiagGaussian; a NaN
+    mean goes back to RLlib's path (torch's Normal raises there)."""
+    from ray.rllib.core.columns import Columns
+
+    from ddrl.algorithms.lean_ppo import manual_policy
+
+    def module(env="Pendulum-v1", **model):
+        config = ppo.PPOConfig().environment(env).rl_module(model_config=model)
+        return config.build_learner(env=gym.make(env)).module["default_policy"].unwrapped()
+
+    obs = torch.randn(6, 3, generator=torch.Generator().manual_seed(1))
+    for model in ({}, {"free_log_std": True}, {"free_log_std": True, "log_std_clip_param": 0.1}):
+        policy_module = module(fcnet_hiddens=[8, 8], **model)
+        with torch.no_grad():  # log stds away from 0, so a clamp has something to do
+            for p in policy_module.pi.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+        torch.manual_seed(5)
+        ours = manual_policy(policy_module).explore(obs)
+        torch.manual_seed(5)
+        inputs = policy_module._forward_exploration({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+        dist = policy_module.get_exploration_action_dist_cls().from_logits(inputs)
+        actions = dist.sample()
+        assert torch.equal(ours[Columns.ACTION_DIST_INPUTS], inputs), model
+        assert torch.equal(ours[Columns.ACTIONS], actions), model
+        assert torch.equal(ours[Columns.ACTION_LOGP], dist.logp(actions)), model
+    with torch.no_grad():
+        policy_module.pi.net.mlp[-1].bias.fill_(float("nan"))
+    assert manual_policy(policy_module).explore(obs) is None
+    assert manual_policy(module(vf_share_layers=True)) is None
+    assert manual_policy(module("CartPole-v1")) is None  # discrete actions
+
+
 @pytest.mark.parametrize("name", ["PPO", "SAC", "TD3"])
 def test_fast_update_is_a_class_default_so_earlier_experiments_still_resume(name):
     """Tune's restore refuses a config whose keys differ from the saved experiment's: an option

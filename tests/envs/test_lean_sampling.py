@@ -70,6 +70,20 @@ def episode_labels(episodes) -> list[int]:
         # the observation filter: the same normalised observations and the same statistics
         ("Pendulum-v1", "PPO", {"env_runners": {"observation_filter": "MeanStdFilter"}}),
         ("CartPole-v1", "PPO", {"env_runners": {"observation_filter": "MeanStdFilter"}}),
+        # the walking recipe's policy: a free log std beside the means, orthogonal init
+        (
+            "Pendulum-v1",
+            "PPO",
+            {
+                "rl_module": {
+                    "model_config": {
+                        "fcnet_hiddens": [16, 16],
+                        "free_log_std": True,
+                        "orthogonal_init": True,
+                    }
+                }
+            },
+        ),
     ],
 )
 def test_the_lean_runner_samples_what_rllibs_runner_samples(env, algorithm, sections):
@@ -82,6 +96,9 @@ def test_the_lean_runner_samples_what_rllibs_runner_samples(env, algorithm, sect
     np.testing.assert_equal(lean_state, rllib_state)  # the filter's statistics, if any
 
     assert lean_runner.samples_lean
+    # PPO's Gaussian policy is drawn by hand (lean_ppo.ManualPolicy), the rest through RLlib
+    gaussian_ppo = algorithm == "PPO" and env == "Pendulum-v1"
+    assert (lean_runner._manual_policy() is not None) == gaussian_ppo
     assert [len(e) for e in lean] == [len(e) for e in rllib]
     assert sum(len(e) for e in lean) >= 900
     assert episode_labels(lean) == episode_labels(rllib)

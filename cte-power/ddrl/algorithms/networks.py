@@ -51,3 +51,16 @@ def min_q(q: list[torch.Tensor]) -> torch.Tensor:
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """target <- tau * source + (1 - tau) * target, all tensors in one foreach call."""
     torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+
+
+class SoftUpdate:
+    """``soft_update`` of fixed (target, source) module pairs, their parameter lists gathered once:
+    walking the modules for them at every update costs more than the update's lerp itself."""
+
+    def __init__(self, *pairs: tuple[nn.Module, nn.Module]):
+        self.targets = [p for target, _ in pairs for p in target.parameters()]
+        self.sources = [p for _, source in pairs for p in source.parameters()]
+
+    @torch.no_grad()
+    def __call__(self, tau: float) -> None:
+        torch._foreach_lerp_(self.targets, self.sources, tau)

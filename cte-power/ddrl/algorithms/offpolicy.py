@@ -353,6 +353,18 @@ class LeanOffPolicyLearner(TorchLearner):
         """(optimizer name, parameters, learning rate) of each Adam optimizer of the module."""
         raise NotImplementedError
 
+    def manual_networks(self, module):
+        """``build_manual_networks(module)``, built once per module: a learner updates its
+        parameters in place (restoring a checkpoint too), never replaces them."""
+        cached = getattr(self, "_manual_networks", None)
+        if cached is None or cached[0] is not module:
+            cached = self._manual_networks = (module, self.build_manual_networks(module))
+        return cached[1]
+
+    def build_manual_networks(self, module):
+        """The module's networks as the fast update runs them (``manual_gradients``)."""
+        raise NotImplementedError
+
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         for name, params, lr in self.optimizer_groups(self._module[module_id], config):
             self.register_optimizer(

@@ -9,7 +9,9 @@ HumanoidBulletEnv-v0 with one env that is half to two thirds of a step's time.
 ``LeanEnvRunner`` is RLlib's env runner (the Ray actor, env and module making, weight sync,
 metrics, episodes as its output) with another inner loop for ``sample(num_timesteps=...)``: the
 observations stay one numpy batch, the forward pass runs on it without autograd, the actions are
-drawn and unsquashed for the whole batch at once (``ddrl.envs.vector_actions``), and each env's
+drawn and unsquashed for the whole batch at once (``ddrl.envs.vector_actions``; for RLlib's
+default PPO module with a Gaussian policy, the forward pass and the draw are plain tensor ops,
+``lean_ppo.ManualPolicy``: 3.5% more env steps per second for the walking recipe), and each env's
 steps go into plain lists that become one ``SingleAgentEpisode`` chunk when the episode ends or
 the fragment is cut. The chunks, their order, the episode ids, the callbacks' ``on_episode_end``
 and the episode metrics are RLlib's; ``tests/envs/test_lean_sampling.py`` samples both runners
@@ -51,6 +53,7 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.rllib.utils.numpy import convert_to_numpy
 
 from ddrl import compat
+from ddrl.algorithms import lean_ppo
 from ddrl.envs import vector_actions
 
 #: RLlib's default env-to-module pipeline: for a stateless module it only batches the last
@@ -126,6 +129,7 @@ class LeanEnvRunner(SingleAgentEnvRunner):
         self._chunks: list[_Chunk | None] | None = None  # None: the envs need a reset
         self._observations = None
         self._filter = None  # the observation filter's connector, if the pipeline starts with one
+        self._policy_of, self._policy = None, None  # the module, and its ManualPolicy if any
         if self._lean:
             first = self._env_to_module.connectors[0]
             self._filter = first if isinstance(first, MeanStdFilter) else None
@@ -247,21 +251,35 @@ class LeanEnvRunner(SingleAgentEnvRunner):
         observations = torch.from_numpy(self._observations)
         if observations.is_floating_point() and observations.dtype != torch.float16:
             observations = observations.float()  # as RLlib's NumpyToTensor (float64 envs)
-        batch = {Columns.OBS: observations}
         with torch.inference_mode():
-            if explore:
-                outputs = self.module._forward_exploration(batch, t=t)
-            else:
-                outputs = self.module._forward_inference(batch)
-            if Columns.ACTIONS not in outputs:  # drawn from the action distribution
-                outputs = self._get_actions(
-                    rl_module=self.module, batch=outputs, episodes=_SINGLE_AGENT, explore=explore
-                )
+            policy = self._manual_policy() if explore else None
+            outputs = policy.explore(observations) if policy is not None else None
+            if outputs is None:
+                outputs = self._module_outputs({Columns.OBS: observations}, explore, t)
         outputs = {key: _to_numpy(value) for key, value in outputs.items()}
         actions = outputs.pop(Columns.ACTIONS)
         if self.config.normalize_actions or self.config.clip_actions:
             return actions, self._actions_for_env.for_env(actions), outputs
         return actions, actions, outputs
+
+    def _module_outputs(self, batch: dict, explore: bool, t: int) -> dict:
+        """The module's forward pass, then RLlib's ``GetActions`` if it gave no actions."""
+        if explore:
+            outputs = self.module._forward_exploration(batch, t=t)
+        else:
+            outputs = self.module._forward_inference(batch)
+        if Columns.ACTIONS not in outputs:  # drawn from the action distribution
+            outputs = self._get_actions(
+                rl_module=self.module, batch=outputs, episodes=_SINGLE_AGENT, explore=explore
+            )
+        return outputs
+
+    def _manual_policy(self) -> lean_ppo.ManualPolicy | None:
+        """``lean_ppo.manual_policy`` of the module, made again only if the module is new (weight
+        syncs update its parameters in place)."""
+        if self._policy_of is not self.module:
+            self._policy_of, self._policy = self.module, lean_ppo.manual_policy(self.module)
+        return self._policy
 
     def _reset_lean(self) -> None:
         """Reset every env (seeded at the first reset, as RLlib does) and start new episodes."""

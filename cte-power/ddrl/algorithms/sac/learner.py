@@ -9,13 +9,14 @@ actor loss alpha * log pi(a|s) - min_i Q_i(s, a); temperature loss
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.algorithms import manual_gradients
-from ddrl.algorithms.networks import critic_outputs, min_q, soft_update
+from ddrl.algorithms.networks import SoftUpdate, critic_outputs, min_q, soft_update
 from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
 from ddrl.algorithms.sac.rl_module import EPSILON, LOG_STD_MAX, LOG_STD_MIN
 
@@ -27,15 +28,46 @@ def target_entropy(config, action_space) -> float:
     return float(config.target_entropy)
 
 
-def step_stats(critic_loss, actor_loss, alpha_loss, q_preds: list, logp) -> dict:
-    """What one update reports (summed over a learner call, then averaged)."""
-    return {
-        "critic_loss": critic_loss,
-        "actor_loss": actor_loss,
-        "alpha_loss": alpha_loss,
-        "q_mean": q_preds[0].mean(),
-        "logp_mean": logp.mean(),
-    }
+#: what one update reports (summed over a learner call, then averaged), in ``step_stats``' order
+STEP_STATS = ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
+
+
+def step_stats(critic_loss, actor_loss, alpha_loss, q_preds: list, logp) -> torch.Tensor:
+    """``STEP_STATS`` of one update, in one tensor: one add per update to sum them."""
+    stats = (critic_loss, actor_loss, alpha_loss, q_preds[0].mean(), logp.mean())
+    return torch.stack([value.detach() for value in stats])
+
+
+class TanhGaussian(NamedTuple):
+    """Reparameterised tanh-Gaussian actions as ``SACModule.sample_actions`` draws them, with
+    the intermediate values their gradient needs."""
+
+    actions: torch.Tensor
+    logp: torch.Tensor
+    noise: torch.Tensor
+    std: torch.Tensor
+    raw_log_std: torch.Tensor  # before the clamp
+    squash: torch.Tensor  # 1 - actions^2 + EPSILON
+
+
+def tanh_gaussian(actor_output: torch.Tensor, generator: torch.Generator) -> TanhGaussian:
+    """``SACModule.sample_actions`` on the actor's output, op for op (the same draws)."""
+    mean, raw_log_std = actor_output.chunk(2, dim=-1)
+    log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+    std = log_std.exp()
+    actions = torch.tanh(mean + std * noise)
+    gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    squash = 1 - actions.pow(2) + EPSILON
+    logp = gaussian_logp - torch.log(squash).sum(-1)
+    return TanhGaussian(actions, logp, noise, std, raw_log_std, squash)
+
+
+class ManualSACNetworks(NamedTuple):
+    actor: manual_gradients.ManualMLP
+    critics: list[manual_gradients.ManualMLP]
+    target_critics: list[manual_gradients.ManualMLP]
+    soft_update: SoftUpdate
 
 
 class SACTorchLearner(LeanOffPolicyLearner):
@@ -50,6 +82,15 @@ class SACTorchLearner(LeanOffPolicyLearner):
     def sac_module(self):
         return self._module[DEFAULT_MODULE_ID].unwrapped()
 
+    def build_manual_networks(self, module) -> ManualSACNetworks:
+        activation = self.config.hidden_activation
+        return ManualSACNetworks(
+            actor=manual_gradients.ManualMLP(module.actor, activation),
+            critics=manual_gradients.mlps(module.critics, activation),
+            target_critics=manual_gradients.mlps(module.target_critics, activation),
+            soft_update=SoftUpdate((module.target_critics, module.critics)),
+        )
+
     def lean_update(self, transitions: dict | None, num_updates: int) -> dict:
         """Store new transitions, then run ``num_updates`` critic, actor and temperature updates."""
         if not self.store_and_check_ready(transitions, num_updates):
@@ -62,17 +103,12 @@ class SACTorchLearner(LeanOffPolicyLearner):
             name: self.get_optimizer(DEFAULT_MODULE_ID, name)
             for name in ("critic", "actor", "alpha")
         }
-        # Summed as tensors: no device sync per update.
-        totals = {
-            k: torch.zeros((), device=self._device)
-            for k in ("critic_loss", "actor_loss", "alpha_loss", "q_mean", "logp_mean")
-        }
+        totals = torch.zeros(len(STEP_STATS), device=self._device)  # no device sync per update
         step = self._manual_step if config.fast_update else self._autograd_step
         for _ in range(num_updates):
             batch = self.replay.sample(config.train_batch_size_per_learner, self.generator)
-            for name, value in step(module, batch, optimizers, entropy_target).items():
-                totals[name] += value.detach()
-        stats = {name: (total / num_updates).item() for name, total in totals.items()}
+            totals += step(module, batch, optimizers, entropy_target)
+        stats = dict(zip(STEP_STATS, (totals / num_updates).tolist()))
         stats.update(
             alpha_value=module.log_alpha.exp().item(),
             target_entropy=entropy_target,
@@ -81,7 +117,7 @@ class SACTorchLearner(LeanOffPolicyLearner):
         )
         return stats
 
-    def _autograd_step(self, module, batch: dict, optimizers: dict, entropy_target: float) -> dict:
+    def _autograd_step(self, module, batch: dict, optimizers: dict, entropy_target: float):
         """One critic, actor and temperature update, differentiated by autograd (the source)."""
         config = self.config
         alpha = module.log_alpha.detach().exp()
@@ -116,52 +152,47 @@ class SACTorchLearner(LeanOffPolicyLearner):
         return step_stats(critic_loss, actor_loss, alpha_loss, q_preds, logp)
 
     @torch.no_grad()
-    def _manual_step(self, module, batch: dict, optimizers: dict, entropy_target: float) -> dict:
+    def _manual_step(self, module, batch: dict, optimizers: dict, entropy_target: float):
         """``_autograd_step`` with the gradients by hand (``manual_gradients``): the same draws
         from the generator, the same losses, the same Adam steps."""
         config = self.config
-        activation = config.hidden_activation
-        critics = manual_gradients.mlps(module.critics, activation)
-        actor = manual_gradients.ManualMLP(module.actor, activation)
+        nets = self.manual_networks(module)
         alpha = module.log_alpha.exp()
-        next_actions, next_logp = module.sample_actions(batch["next_obs"], self.generator)
-        next_q = min_q(module.q_values(module.target_critics, batch["next_obs"], next_actions))
+        next_policy = tanh_gaussian(nets.actor.forward(batch["next_obs"]).output, self.generator)
+        next_q = min_q(
+            manual_gradients.q_forward(
+                nets.target_critics, torch.cat([batch["next_obs"], next_policy.actions], dim=-1)
+            )[1]
+        )
         targets = batch["rewards"] + config.gamma * (1.0 - batch["terminateds"]) * (
-            next_q - alpha * next_logp
+            next_q - alpha * next_policy.logp
         )
         q_preds = manual_gradients.critic_step(
-            critics, optimizers["critic"], batch, targets, config.critic_loss
+            nets.critics, optimizers["critic"], batch, targets, config.critic_loss
         )
         critic_loss = td_loss(config.critic_loss, q_preds, targets, batch)
         update_priorities(self.replay, batch, q_preds, targets)
 
-        # The actor loss alpha * log pi(a|s) - min_i Q_i(s, a), a = tanh(mean + std * noise),
-        # as module.sample_actions computes it, then its gradient link by link.
+        # The actor loss alpha * log pi(a|s) - min_i Q_i(s, a), then its gradient link by link.
         obs, size = batch["obs"], len(batch["obs"])
-        saved = actor.forward(obs)
-        mean, raw_log_std = saved.output.chunk(2, dim=-1)
-        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        noise = torch.randn(mean.shape, generator=self.generator, device=mean.device)
-        std = log_std.exp()
-        actions = torch.tanh(mean + std * noise)
-        gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        squash = 1 - actions.pow(2) + EPSILON
-        logp = gaussian_logp - torch.log(squash).sum(-1)
+        saved = nets.actor.forward(obs)
+        policy = tanh_gaussian(saved.output, self.generator)
+        actions, logp = policy.actions, policy.logp
         grad_logp = (alpha / size).expand(size)
         q_actor, grad_actions = manual_gradients.action_gradient(
-            critics, obs, actions, torch.full_like(grad_logp, -1.0 / size)
+            nets.critics, obs, actions, torch.full_like(grad_logp, -1.0 / size)
         )
         actor_loss = (alpha * logp - min_q(q_actor)).mean()
-        grad_actions = grad_actions + grad_logp[:, None] * 2 * actions / squash
+        grad_actions = grad_actions + grad_logp[:, None] * 2 * actions / policy.squash
         grad_pre_tanh = grad_actions * (1 - actions * actions)
-        grad_log_std = grad_pre_tanh * noise * std - grad_logp[:, None]
-        in_bounds = (raw_log_std >= LOG_STD_MIN) & (raw_log_std <= LOG_STD_MAX)
+        grad_log_std = grad_pre_tanh * policy.noise * policy.std - grad_logp[:, None]
+        in_bounds = (policy.raw_log_std >= LOG_STD_MIN) & (policy.raw_log_std <= LOG_STD_MAX)
         grad_out = torch.cat([grad_pre_tanh, grad_log_std * in_bounds], dim=-1)
-        manual_gradients.adam_step(optimizers["actor"], actor.backward(saved, grad_out)[0])
+        manual_gradients.adam_step(optimizers["actor"], nets.actor.backward(saved, grad_out)[0])
 
         alpha_loss = -(module.log_alpha * (logp + entropy_target)).mean()
         grad_log_alpha = -(logp + entropy_target).mean()
         manual_gradients.adam_step(optimizers["alpha"], [grad_log_alpha])
 
-        soft_update(module.target_critics, module.critics, config.tau)
+        nets.soft_update(config.tau)
         return step_stats(critic_loss, actor_loss, alpha_loss, q_preds, logp)

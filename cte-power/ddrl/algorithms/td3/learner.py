@@ -8,11 +8,13 @@ replay buffer and loops in plain PyTorch.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 
 from ddrl.algorithms import manual_gradients
-from ddrl.algorithms.networks import critic_outputs, min_q, soft_update
+from ddrl.algorithms.networks import SoftUpdate, critic_outputs, min_q, soft_update
 from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
 
 
@@ -42,6 +44,12 @@ def td_targets(
         return batch["rewards"] + gamma * (1.0 - batch["terminateds"]) * next_q
 
 
+class ManualTD3Networks(NamedTuple):
+    actor: manual_gradients.ManualMLP
+    critics: list[manual_gradients.ManualMLP]
+    soft_update: SoftUpdate  # both target networks
+
+
 class TD3TorchLearner(LeanOffPolicyLearner):
     def optimizer_groups(self, module, config):
         return [
@@ -52,6 +60,16 @@ class TD3TorchLearner(LeanOffPolicyLearner):
     @property
     def td3_module(self):
         return self._module[DEFAULT_MODULE_ID].unwrapped()
+
+    def build_manual_networks(self, module) -> ManualTD3Networks:
+        activation = self.config.hidden_activation
+        return ManualTD3Networks(
+            actor=manual_gradients.ManualMLP(module.actor, activation),
+            critics=manual_gradients.mlps(module.critics, activation),
+            soft_update=SoftUpdate(
+                (module.target_actor, module.actor), (module.target_critics, module.critics)
+            ),
+        )
 
     def lean_update(self, transitions: dict | None, num_updates: int) -> dict:
         """Store new transitions, then run ``num_updates`` critic updates (and the delayed actor ones)."""
@@ -130,10 +148,10 @@ class TD3TorchLearner(LeanOffPolicyLearner):
     def _manual_step(self, module, batch, critic_opt, actor_opt, update_actor: bool) -> dict:
         """``_autograd_step`` with the gradients by hand (``manual_gradients``)."""
         config = self.config
-        critics = manual_gradients.mlps(module.critics, config.hidden_activation)
+        nets = self.manual_networks(module)
         targets = self._targets(module, batch)
         q_preds = manual_gradients.critic_step(
-            critics, critic_opt, batch, targets, config.critic_loss
+            nets.critics, critic_opt, batch, targets, config.critic_loss
         )
         update_priorities(self.replay, batch, q_preds, targets)
         losses = {
@@ -143,13 +161,14 @@ class TD3TorchLearner(LeanOffPolicyLearner):
         if update_actor:
             # The actor loss -Q_1(s, mu(s)), differentiated through the first critic.
             obs, size = batch["obs"], len(batch["obs"])
-            actor = manual_gradients.ManualMLP(module.actor, config.hidden_activation)
-            saved = actor.forward(obs)
+            saved = nets.actor.forward(obs)
             q, grad_actions = manual_gradients.action_gradient(
-                critics[:1], obs, saved.output, torch.full((size,), -1.0 / size, device=obs.device)
+                nets.critics[:1],
+                obs,
+                saved.output,
+                torch.full((size,), -1.0 / size, device=obs.device),
             )
-            manual_gradients.adam_step(actor_opt, actor.backward(saved, grad_actions)[0])
-            soft_update(module.target_actor, module.actor, config.tau)
-            soft_update(module.target_critics, module.critics, config.tau)
+            manual_gradients.adam_step(actor_opt, nets.actor.backward(saved, grad_actions)[0])
+            nets.soft_update(config.tau)
             losses["actor_loss"] = -q[0].mean()
         return losses
