@@ -8,7 +8,6 @@ actor loss alpha * log pi(a|s) - min_i Q_i(s, a); temperature loss
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -18,7 +17,7 @@ from ray.rllib.core.rl_module.rl_module import DEFAULT_MODULE_ID
 from ddrl.algorithms import manual_gradients
 from ddrl.algorithms.networks import SoftUpdate, critic_outputs, min_q, soft_update
 from ddrl.algorithms.offpolicy import LeanOffPolicyLearner, td_loss, update_priorities
-from ddrl.algorithms.sac.rl_module import EPSILON, LOG_STD_MAX, LOG_STD_MIN
+from ddrl.algorithms.sac.rl_module import LOG_STD_MAX, LOG_STD_MIN, tanh_gaussian
 
 
 def target_entropy(config, action_space) -> float:
@@ -36,31 +35,6 @@ def step_stats(critic_loss, actor_loss, alpha_loss, q_preds: list, logp) -> torc
     """``STEP_STATS`` of one update, in one tensor: one add per update to sum them."""
     stats = (critic_loss, actor_loss, alpha_loss, q_preds[0].mean(), logp.mean())
     return torch.stack([value.detach() for value in stats])
-
-
-class TanhGaussian(NamedTuple):
-    """Reparameterised tanh-Gaussian actions as ``SACModule.sample_actions`` draws them, with
-    the intermediate values their gradient needs."""
-
-    actions: torch.Tensor
-    logp: torch.Tensor
-    noise: torch.Tensor
-    std: torch.Tensor
-    raw_log_std: torch.Tensor  # before the clamp
-    squash: torch.Tensor  # 1 - actions^2 + EPSILON
-
-
-def tanh_gaussian(actor_output: torch.Tensor, generator: torch.Generator) -> TanhGaussian:
-    """``SACModule.sample_actions`` on the actor's output, op for op (the same draws)."""
-    mean, raw_log_std = actor_output.chunk(2, dim=-1)
-    log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-    noise = torch.randn(mean.shape, generator=generator, device=mean.device)
-    std = log_std.exp()
-    actions = torch.tanh(mean + std * noise)
-    gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-    squash = 1 - actions.pow(2) + EPSILON
-    logp = gaussian_logp - torch.log(squash).sum(-1)
-    return TanhGaussian(actions, logp, noise, std, raw_log_std, squash)
 
 
 class ManualSACNetworks(NamedTuple):

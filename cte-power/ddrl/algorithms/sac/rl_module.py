@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,31 @@ from ddrl.algorithms.networks import make_critics, mlp, q_values
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # the SAC paper's bounds
 EPSILON = 1e-6
+
+
+class TanhGaussian(NamedTuple):
+    """Reparameterised tanh-Gaussian actions and their log-probabilities (summed over dims), with
+    the intermediate values the actor loss's gradient by hand needs (the SAC learner's)."""
+
+    actions: torch.Tensor
+    logp: torch.Tensor
+    noise: torch.Tensor
+    std: torch.Tensor
+    raw_log_std: torch.Tensor  # before the clamp
+    squash: torch.Tensor  # 1 - actions^2 + EPSILON
+
+
+def tanh_gaussian(actor_output: torch.Tensor, generator: torch.Generator) -> TanhGaussian:
+    """Actions drawn around the actor's output (means, then log stds before their clamp)."""
+    mean, raw_log_std = actor_output.chunk(2, dim=-1)
+    log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+    std = log_std.exp()
+    actions = torch.tanh(mean + std * noise)
+    gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    squash = 1 - actions.pow(2) + EPSILON
+    logp = gaussian_logp - torch.log(squash).sum(-1)
+    return TanhGaussian(actions, logp, noise, std, raw_log_std, squash)
 
 
 class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
@@ -58,25 +84,23 @@ class SACTorchRLModule(TorchRLModule, InferenceOnlyAPI):
         mean, log_std = self.actor(obs).chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def _squashed_gaussian(self, obs: torch.Tensor, generator: torch.Generator | None = None):
-        """Reparameterised tanh-Gaussian actions, with the noise and log std they came from."""
+    def _squashed_gaussian(self, obs: torch.Tensor) -> torch.Tensor:
+        """Reparameterised tanh-Gaussian actions, without their log-probabilities (to act)."""
         mean, log_std = self.mean_and_log_std(obs)
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
-        return torch.tanh(mean + log_std.exp() * noise), noise, log_std
+        noise = torch.randn(mean.shape, device=mean.device)
+        return torch.tanh(mean + log_std.exp() * noise)
 
     def sample_actions(self, obs: torch.Tensor, generator: torch.Generator | None = None):
         """Reparameterised tanh-Gaussian actions and their log-probabilities (summed over dims)."""
-        actions, noise, log_std = self._squashed_gaussian(obs, generator)
-        gaussian_logp = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        logp = gaussian_logp - torch.log(1 - actions.pow(2) + EPSILON).sum(-1)
-        return actions, logp
+        policy = tanh_gaussian(self.actor(obs), generator)
+        return policy.actions, policy.logp
 
     def _forward_inference(self, batch, **kwargs):
         mean, _ = self.mean_and_log_std(self._obs(batch))
         return {Columns.ACTIONS: torch.tanh(mean)}
 
     def _forward_exploration(self, batch, **kwargs):
-        actions, _, _ = self._squashed_gaussian(self._obs(batch))  # no log-probabilities to act
+        actions = self._squashed_gaussian(self._obs(batch))
         if hasattr(self, "uniform_exploration") and self.uniform_exploration.item() > 0:
             return {Columns.ACTIONS: torch.rand_like(actions) * 2 - 1}
         return {Columns.ACTIONS: actions}
