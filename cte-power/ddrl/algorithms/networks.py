@@ -47,15 +47,14 @@ def min_q(q: list[torch.Tensor]) -> torch.Tensor:
     return q[0] if len(q) == 1 else torch.minimum(q[0], q[1])
 
 
-@torch.no_grad()
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """target <- tau * source + (1 - tau) * target, all tensors in one foreach call."""
-    torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+    SoftUpdate((target, source))(tau)
 
 
 class SoftUpdate:
-    """``soft_update`` of fixed (target, source) module pairs, their parameter lists gathered once:
-    walking the modules for them at every update costs more than the update's lerp itself."""
+    """``soft_update`` of fixed (target, source) module pairs, their parameter lists gathered once
+    (the fast updates keep one: walking the modules at every update costs more than the lerp)."""
 
     def __init__(self, *pairs: tuple[nn.Module, nn.Module]):
         self.targets = [p for target, _ in pairs for p in target.parameters()]
