@@ -182,3 +182,18 @@ def test_a_restored_learner_updates_its_own_weights(config_class):
         np.testing.assert_allclose(
             fast_weights["default_policy"][name], value, rtol=1e-5, atol=1e-6, err_msg=name
         )
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "elu", "silu"])
+@pytest.mark.parametrize("output_tanh", [False, True])
+def test_acting_gives_the_learning_pass_output(activation, output_tanh):
+    # ManualMLP.output (env runners acting) is forward(...).output (the learner) bit for bit
+    from ddrl.algorithms.networks import mlp
+
+    torch.manual_seed(0)
+    net = manual_gradients.ManualMLP(
+        mlp(7, [16, 16], 3, activation, torch.nn.Tanh() if output_tanh else None), activation
+    )
+    x = torch.randn(5, 7)
+    with torch.inference_mode():
+        assert torch.equal(net.output(x), net.forward(x).output)

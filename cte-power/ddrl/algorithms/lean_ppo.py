@@ -200,7 +200,7 @@ class ManualPolicy(NamedTuple):
         """Actions drawn from the policy at ``obs``, their log-likelihoods and the distribution
         inputs; None where torch's Normal would refuse the parameters (a NaN mean, a zero
         scale), so that the caller's RLlib path raises torch's own error."""
-        out = self.net.forward(obs).output
+        out = self.net.output(obs)
         if self.log_std is None:  # TorchDiagGaussian.from_logits
             inputs = out
             mean, log_std = out.chunk(2, dim=-1)
@@ -208,12 +208,14 @@ class ManualPolicy(NamedTuple):
             mean, log_std = out, self.log_std
             if self.log_std_clip is not None:
                 log_std = torch.clamp(log_std, -self.log_std_clip, self.log_std_clip)
-            inputs = torch.cat([mean, log_std.unsqueeze(0).expand(len(mean), -1)], dim=1)
-        scale = log_std.exp().expand_as(mean)
+            inputs = torch.cat([mean, log_std.expand_as(mean)], dim=1)
+        # a free log std's scale is one row: computed and checked once, broadcast to every row
+        # (elementwise, the same values as on the expanded rows)
+        scale = log_std.exp()
         if not bool((mean == mean).all() & (scale > 0).all()):
             return None
         # torch.distributions.Normal's sample() and log_prob(), op for op
-        actions = torch.normal(mean, scale)
+        actions = torch.normal(mean, scale.expand_as(mean))
         var = scale**2
         logp = -((actions - mean) ** 2) / (2 * var) - scale.log() - _LOG_SQRT_2PI
         return {

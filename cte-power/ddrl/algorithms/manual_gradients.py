@@ -74,6 +74,15 @@ class ManualMLP:
         out = torch.addmm(last.bias, h, last.weight.t())
         return Saved(inputs, pre_activations, torch.tanh(out) if self.output_tanh else out)
 
+    def output(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward(x).output`` without keeping what ``backward`` needs (acting, not learning)."""
+        *hidden, last = self.layers
+        activate = IN_PLACE.get(self.activation) or OUT_OF_PLACE[self.activation]
+        for layer in hidden:
+            x = activate(torch.addmm(layer.bias, x, layer.weight.t()))
+        out = torch.addmm(last.bias, x, last.weight.t())
+        return torch.tanh(out) if self.output_tanh else out
+
     def backward(
         self,
         saved: Saved,

@@ -21,8 +21,10 @@ It steps lean only where that computes what RLlib's default pipelines would: Box
 stateless module, RLlib's default env-to-module connectors (after RLlib's ``MeanStdFilter``, the
 observation filter, if there is one), the batched module-to-env pipeline and no callback on
 episode creation, start or step. With the filter, each env's new observation goes through the
-connector's own running mean/std filter, env by env in RLlib's order, and the normalised one is
-kept, as RLlib's connector writes it back into the episode: the statistics are the connector's,
+connector's own running mean/std filter, env by env in RLlib's order
+(``observation_filter.filter_rows``: RLlib's arithmetic without its per-row copies and checks),
+and the normalised one is kept, as RLlib's connector writes it back into the episode: the
+statistics are the connector's,
 so RLlib merges them across runners, syncs and checkpoints them as before. Anything else, and episode-count sampling
 (evaluation), runs RLlib's own loop. The loop overrides RLlib's ``_sample`` (a private method), so
 it is tied to the RLlib version ``requirements.txt`` pins.
@@ -54,7 +56,7 @@ from ray.rllib.utils.numpy import convert_to_numpy
 
 from ddrl import compat
 from ddrl.algorithms import lean_ppo
-from ddrl.envs import vector_actions
+from ddrl.envs import observation_filter, vector_actions
 
 #: RLlib's default env-to-module pipeline: for a stateless module it only batches the last
 #: observation of each env, which the lean loop keeps as a batch in the first place.
@@ -297,8 +299,8 @@ class LeanEnvRunner(SingleAgentEnvRunner):
         updates the statistics the next is scaled with, as in RLlib's connector)."""
         if self._filter is None:
             return observations
-        normalize, update = compat.mean_std_filter_function(self._filter)
-        return np.stack([normalize(row, update=update) for row in observations])
+        running_filter, update = compat.mean_std_filter_function(self._filter)
+        return observation_filter.filter_rows(running_filter, observations, update)
 
     def _observation_space(self):
         """The space the episodes' observations are in (the filter's clipped Box, if any)."""
