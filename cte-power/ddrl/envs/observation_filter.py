@@ -102,12 +102,12 @@ def freeze(pipeline) -> int:
 def filter_rows(running_filter, observations: np.ndarray, update: bool) -> np.ndarray:
     """``observations`` (one row per env) through RLlib's running mean/std filter one row after
     the other, as RLlib's connector filters each env's observation: each row updates the
-    statistics (if ``update``) and is then scaled with them. The same values bit for bit, and the
-    same statistics, as calling ``running_filter`` on each row (``tests/envs/
-    test_observation_filter.py``), in a fraction of the time: RLlib's call copies, checks and
-    computes the standard deviation again for every row; here the statistics are updated in
-    place and the rows scaled together (elementwise IEEE operations give the same values one
-    row or many at a time). Any filter state this does not know runs RLlib's own call."""
+    statistics (if ``update``) and is then scaled with them. The same values and statistics, bit
+    for bit, as calling ``running_filter`` on each row (``tests/envs/test_filter_rows.py``), in
+    about two thirds of the time: RLlib's call copies, checks and computes the standard deviation
+    anew for every row; here the statistics are updated in place and the rows scaled together
+    (elementwise IEEE operations give the same values one row or many at a time). A filter state
+    this does not know runs RLlib's own call."""
     stats, buffer = running_filter.running_stats, running_filter.buffer
     if (
         type(stats) is not RunningStat
