@@ -43,12 +43,12 @@ EXIT_CHECKPOINTED = 3
 # Not SIGUSR1: Tune takes that one for an immediate stop without checkpoints.
 STOP_SIGNAL = signal.SIGUSR2
 
-# Tune's experiment state says which checkpoint each trial resumes from. Save it every second
-# so that a job killed without warning resumes from its newest checkpoint (Tune's "auto" period
-# can lag minutes behind). Not on every controller step (0): Tune's controller steps ten times
-# a second, and saving and uploading the state each time took 5-6% of a core from the env
-# runners (results/bench/throughput.md).
-os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+# Tune's experiment state says which checkpoint each trial resumes from. Save it on every
+# controller step (it is a small JSON file) so that a job killed without warning resumes from
+# its newest checkpoint; Tune's "auto" period can lag minutes behind. (It costs the driver about
+# 5% of a core, ten saves a second; a period of a second lost a checkpoint written just before a
+# kill, and Tune has no save-on-checkpoint hook short of CheckpointConfig.num_to_keep.)
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
 #: Set by ``run`` to the experiment's folder: the callbacks Tune pickles with an experiment find
 #: it there, wherever the folder has moved since (a run committed on one machine, resumed on another).
 EXPERIMENT_DIR_VARIABLE = "DDRL_EXPERIMENT_DIR"
