@@ -24,9 +24,8 @@ episode creation, start or step. With the filter, each env's new observation goe
 connector's own running mean/std filter, env by env in RLlib's order
 (``observation_filter.filter_rows``: RLlib's arithmetic without its per-row copies and checks),
 and the normalised one is kept, as RLlib's connector writes it back into the episode: the
-statistics are the connector's,
-so RLlib merges them across runners, syncs and checkpoints them as before. Anything else, and episode-count sampling
-(evaluation), runs RLlib's own loop. The loop overrides RLlib's ``_sample`` (a private method), so
+statistics are the connector's, so RLlib merges them across runners, syncs and checkpoints them
+as before. Anything else, and episode-count sampling (evaluation), runs RLlib's own loop. The loop overrides RLlib's ``_sample`` (a private method), so
 it is tied to the RLlib version ``requirements.txt`` pins.
 """
 
