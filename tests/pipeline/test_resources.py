@@ -75,3 +75,37 @@ def test_a_stop_request_on_sigterm_survives_ray_start(monkeypatch, tmp_path):
         ray.shutdown()
         signal.signal(signal.SIGTERM, previous)
         StopRequest.requested = False
+
+
+def test_a_local_ray_starts_no_worker_before_a_task_needs_one(monkeypatch, tmp_path):
+    """Ray would start a worker per CPU as the driver connects, for the job's runtime
+    environment, which Tune's trainables never use (they carry one of their own): a local Ray
+    starts workers when an actor or task needs one, and those run."""
+    import time
+
+    import psutil
+    import ray
+
+    from ddrl.pipeline import ray_session
+    from ddrl.pipeline.resources import Resources
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", f"/tmp/ray-w{tmp_path.name[-6:]}")
+
+    def workers():  # Ray's worker processes: "ray::IDLE", or named after their task
+        return [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if p.cmdline()[:1]
+            and p.cmdline()[0].startswith("ray::")
+            and "Agent" not in p.cmdline()[0]
+        ]
+
+    try:
+        ray_session.start_ray(Resources(2, 0, "test"))
+        time.sleep(3)  # prestarted workers show up within a second of the driver connecting
+        assert workers() == [], [p.cmdline()[0] for p in workers()]
+        assert ray.get(ray.remote(lambda: 42).remote()) == 42
+        assert workers(), "a task started a worker"
+    finally:
+        ray.shutdown()

@@ -18,7 +18,7 @@ from ddrl.algorithms import get_algorithm_class
 from ddrl.envs import toolkits
 from ddrl.errors import UserError
 from ddrl.output import say
-from ddrl.pipeline import checkpoints
+from ddrl.pipeline import checkpoints, tune_usage
 from ddrl.pipeline.experiment import STOP_METRICS, Experiment, dump_yaml
 from ddrl.pipeline.results import (
     ENV_STEPS,
@@ -399,6 +399,7 @@ def run(
     from ray import tune
 
     StopRequest.install()
+    tune_usage.install()
     os.environ[EXPERIMENT_DIR_VARIABLE] = str(Path(path).resolve())
     algo_class = get_algorithm_class(experiment.algorithm)
     toolkits.register_env(experiment.toolkit, experiment.env)
