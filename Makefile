@@ -79,7 +79,7 @@ demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summ
 	@echo "Learning curve: figures/plots/$(DEMO_NAME).png"
 	@echo "Video of the trained agent: figures/videos/$(DEMO_NAME).mp4"
 
-# Most of the suite waits (Ray start-up, Slurm, Docker), so two workers halve it even on 2 cores.
+# Two workers keep both cores busy (Ray start-up, Slurm, Docker waits); three are slower on 2 cores.
 # Tests are spread one by one (every port is a free one); those sharing a costly module fixture
 # (the Slurm cluster, a trained agent) carry one xdist_group, to run on one worker. pytest-xdist
 # 3.8 under pytest 9.2 ignores the groups (pytest-xdist#1386): such a fixture is then built once
