@@ -93,18 +93,20 @@ def test_a_local_ray_starts_no_worker_before_a_task_needs_one(monkeypatch, tmp_p
     monkeypatch.setenv("RAY_TMPDIR", f"/tmp/ray-w{tmp_path.name[-6:]}")
 
     def workers():  # Ray's worker processes: "ray::IDLE", or named after their task
-        return [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if p.cmdline()[:1]
-            and p.cmdline()[0].startswith("ray::")
-            and "Agent" not in p.cmdline()[0]
-        ]
+        names = []
+        for process in psutil.Process().children(recursive=True):
+            try:
+                name = (process.cmdline() or [""])[0]
+            except psutil.Error:  # ended while we looked
+                continue
+            if name.startswith("ray::") and "Agent" not in name:
+                names.append(name)
+        return names
 
     try:
         ray_session.start_ray(Resources(2, 0, "test"))
         time.sleep(3)  # prestarted workers show up within a second of the driver connecting
-        assert workers() == [], [p.cmdline()[0] for p in workers()]
+        assert workers() == []
         assert ray.get(ray.remote(lambda: 42).remote()) == 42
         assert workers(), "a task started a worker"
     finally:
