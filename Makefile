@@ -81,9 +81,8 @@ demo: $(STAMP)  ## train SAC on HumanoidBulletEnv-v0 a few minutes; render, summ
 
 # Two workers keep both cores busy (Ray start-up, Slurm, Docker waits); three are slower on 2 cores.
 # Tests are spread one by one (every port is a free one); those sharing a costly module fixture
-# (the Slurm cluster, a trained agent) carry one xdist_group, to run on one worker. pytest-xdist
-# 3.8 under pytest 9.2 ignores the groups (pytest-xdist#1386): such a fixture is then built once
-# per worker that runs its tests, which the suite's time already includes.
+# (the Slurm cluster, a trained agent) carry one xdist_group and run on one worker, which builds it
+# once (tests/conftest.py restores the groups that pytest-xdist 3.8 loses under pytest 9.2).
 TEST_WORKERS ?= 2
 test: $(BENCH_STAMP) $(SBX_STAMP) $(PYBULLETGYM_STAMP)  ## run the whole test suite (what CI runs)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup

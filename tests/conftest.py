@@ -1,10 +1,25 @@
 """pytest's fixtures shared across the suite (the helpers they use are in ``helpers``)."""
 
 import pytest
+from _pytest.nodeid import NodeId
 from helpers import TRAIN_BULLET, load_script
 
 # the SageMaker tests' fixtures (a moto server, the offline AWS session)
 pytest_plugins = ["sagemaker_support"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Make ``--dist loadgroup`` group again: the tests that share a costly module fixture (the
+    Slurm cluster, a trained agent) run on one worker, which builds it once.
+
+    On a worker, pytest-xdist 3.8 appends ``@group`` to each grouped test's id by setting
+    ``item._nodeid``, which pytest 9.2 no longer reads (its id is ``item._id``), so the groups
+    were silently dropped (pytest-xdist#1386). This gives pytest the id xdist meant."""
+    for item in items:
+        meant = getattr(item, "_nodeid", None)
+        if meant is not None and meant != item.nodeid:
+            item._id = NodeId.parse(meant)
 
 
 @pytest.fixture
