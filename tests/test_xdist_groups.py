@@ -8,7 +8,7 @@ import sys
 
 from helpers import REPO
 
-GROUPED = '''
+GROUPED = """
 import pytest
 
 @pytest.mark.xdist_group("shared")
@@ -19,7 +19,7 @@ def test_grouped(i):
 @pytest.mark.parametrize("i", range(6))
 def test_free(i):
     pass
-'''
+"""
 
 
 def test_the_tests_of_a_group_run_on_one_worker(tmp_path):
