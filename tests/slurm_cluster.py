@@ -84,6 +84,9 @@ def first_job_id() -> int:
 
 
 class SlurmCluster:
+    #: the states of a job that has ended (a requeued job is REQUEUED, then PENDING)
+    ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
     def __init__(self, workdir: Path):
         self.dir = Path(workdir)
         self.conf = self.dir / "slurm.conf"
@@ -230,7 +233,7 @@ class SlurmCluster:
     def wait(
         self,
         job_id: str,
-        states=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"),
+        states=ENDED,
         timeout: float = 600,
     ) -> dict:
         deadline = time.time() + timeout

@@ -46,14 +46,17 @@ def job_env(tmp_path):
     }
 
 
-def wait_for_iterations(slurm, job_env: dict, job: str, count: int, name: str = "ppo-humanoid"):
-    """Until the job's log shows ``count`` iterations (it must stay pending or running)."""
+def wait_for_iterations(
+    slurm, job_env: dict, job: str, count: int, name: str = "ppo-humanoid", restart: int = 0
+):
+    """Until the job's log shows ``count`` iterations of its ``restart``-th start (the job must
+    stay pending or running): each start's log begins "ddrl: ... (job N, restart K)"."""
     deadline = time.time() + 240
-    while job_log(job_env, name, job).count("\niter ") < count:
-        assert time.time() < deadline and slurm.state(job).get("JobState") in (
-            "PENDING",
-            "RUNNING",
-        ), job_log(job_env, name, job)
+    banner = f", restart {restart})"
+    while job_log(job_env, name, job).partition(banner)[2].count("\niter ") < count:
+        # between two starts the job is requeued (REQUEUED, PENDING), never ended
+        ended = slurm.state(job).get("JobState") in SlurmCluster.ENDED
+        assert time.time() < deadline and not ended, job_log(job_env, name, job)
         time.sleep(0.5)
 
 
@@ -133,17 +136,36 @@ def test_learning_benchmark_array_runs_one_run_per_task(slurm, job_env, tmp_path
     ]
 
 
-def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_out(
+def ray_step_on(slurm, job: str, node: str) -> str:
+    """The id of the job's step that runs a Ray node on `node`. The job starts its nodes' steps
+    at once, so under load Slurm may number node2's step 0: kill by node, not by number."""
+    listing = slurm.run(["squeue", "--steps", "--jobs", job, "--noheader", "--format", "%i %N"])
+    steps = [line.split() for line in listing.stdout.splitlines() if line.strip()]
+    (step,) = [s for s, nodes in steps if nodes == node and s.split(".")[1].isdigit()]
+    return step
+
+
+def test_two_node_ppo_job_keeps_others_out_and_resumes_on_a_whole_allocation_after_losing_a_node(
     slurm, job_env, tmp_path
 ):
+    """The 2-node PPO job: its Ray cluster refuses clients without the job's token; a worker node
+    dies mid-run (node2's srun step killed); the job checkpoints, requeues itself, and resumes on
+    both nodes, with env runners on each, losing at most one iteration."""
+    # noticing a lost node takes the run a few seconds (2-3 iterations here), and the token probes
+    # some more: a stop well beyond leaves the requeued job work to resume, however fast the
+    # iterations (at 6, a faster PPO update ended the first run at its stop)
     job = slurm.sbatch(
         str(CTE_POWER / "jobs" / "distributed/ppo-2nodes.sh"),
         *TINY_PPO_SETS,
-        "--set",
-        "stop.iterations=40",
+        "--set", "stop.iterations=40",
+        "--set", "checkpoint.every=2",
         cwd=tmp_path,
         env=job_env,
-    )
+    )  # fmt: skip
+
+    def logs() -> str:
+        return job_log(job_env, "ppo-2nodes", job) + job_log(job_env, "ppo-2nodes", job, "err")
+
     report = Path(job_env["DDRL_JOB_LOGS"]) / "out" / f"ppo-2nodes-{job}.cluster.json"
     deadline = time.time() + 240
     while (
@@ -152,9 +174,7 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
         and slurm.state(job).get("JobState") in ("PENDING", "RUNNING")
     ):
         time.sleep(1)
-    assert report.exists(), job_log(job_env, "ppo-2nodes", job) + job_log(
-        job_env, "ppo-2nodes", job, "err"
-    )
+    assert report.exists(), logs()
     cluster = json.loads(report.read_text())
     assert len(cluster["nodes"]) == 2 and cluster["address"].endswith(
         f":{20000 + int(job) % 1000}"
@@ -186,75 +206,42 @@ def test_two_node_ppo_job_spreads_env_runners_over_both_nodes_and_keeps_others_o
     for name in ("wrong token", "no token"):
         assert "CONNECTED" not in outcome[name] and probes[name].returncode != 0, name
 
-    info = slurm.wait(job, timeout=300)
-    out = job_log(job_env, "ppo-2nodes", job)
-    assert info["JobState"] == "COMPLETED", out + job_log(job_env, "ppo-2nodes", job, "err")
-    assert (
-        "Ray cluster up: 2 node(s)" in out
-        and "attached to the Ray cluster" in out
-        and "Ray cluster stopped" in out
-    )
-    results = results_of(
-        only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}")
-    )
-    placement = results[-1]["placement"]
-    node_ids = {n["node_id"] for n in cluster["nodes"]}
-    runner_nodes = set(placement["env_runner_nodes"].split(","))
-    assert runner_nodes == node_ids, "env runners ran on both nodes"
-    assert placement["driver_node"] in node_ids
-    assert not list(Path(job_env["DDRL_TOKEN_DIR"]).glob("*.token")), (
-        "the job's token is removed on exit"
-    )
-
-
-def ray_step_on(slurm, job: str, node: str) -> str:
-    """The id of the job's step that runs a Ray node on `node`. The job starts its nodes' steps
-    at once, so under load Slurm may number node2's step 0: kill by node, not by number."""
-    listing = slurm.run(["squeue", "--steps", "--jobs", job, "--noheader", "--format", "%i %N"])
-    steps = [line.split() for line in listing.stdout.splitlines() if line.strip()]
-    (step,) = [s for s, nodes in steps if nodes == node and s.split(".")[1].isdigit()]
-    return step
-
-
-def test_losing_a_node_checkpoints_requeues_and_resumes_on_a_whole_allocation(
-    slurm, job_env, tmp_path
-):
-    # the kill comes after iteration 3, and noticing a lost node takes the run a few seconds
-    # (2-3 iterations here): a stop well beyond leaves the requeued job work to resume, however
-    # fast the iterations (at 6, a faster PPO update ended the first run at its stop)
-    job = slurm.sbatch(
-        str(CTE_POWER / "jobs" / "distributed/ppo-2nodes.sh"),
-        *TINY_PPO_SETS,
-        "--set", "stop.iterations=12",
-        "--set", "checkpoint.every=2",
-        cwd=tmp_path,
-        env=job_env,
-    )  # fmt: skip
     deadline = time.time() + 300
     while job_log(job_env, "ppo-2nodes", job).count("\niter ") < 3:
         assert time.time() < deadline and slurm.state(job).get("JobState") in (
             "PENDING",
             "RUNNING",
-        ), job_log(job_env, "ppo-2nodes", job) + job_log(job_env, "ppo-2nodes", job, "err")
+        ), logs()
         time.sleep(0.5)
     slurm.run(["scancel", "--signal=KILL", ray_step_on(slurm, job, "node2")])  # a worker node dies
 
     info = slurm.wait(job, timeout=900)
     out = job_log(job_env, "ppo-2nodes", job)
-    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out + job_log(
-        job_env, "ppo-2nodes", job, "err"
-    )
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", logs()
     # the driver sees its trial fail with the node, or the watch sees node2's srun step end first
     assert "Ray lost 1 node(s)" in out or "lost the Ray node on node2" in out, out
     assert f"requeueing job {job}" in out
     first_run, second_run = out.split("requeueing job")
     before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
     after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
-    assert before[-1] < 12, f"the first run reached its stop before it lost the node: {before}"
-    assert after[-1] == 12 and "Ray cluster up: 2 node(s)" in second_run, (before, after)
+    assert before[-1] < 40, f"the first run reached its stop before it lost the node: {before}"
+    assert after[-1] == 40 and "Ray cluster up: 2 node(s)" in second_run, (before, after)
+    assert "attached to the Ray cluster" in second_run and "Ray cluster stopped" in second_run
     # lost: the iterations done again after the resume (those since the stop's checkpoint)
     redone = before[-1] + 1 - after[0]
     assert 0 <= redone <= 1, (before, after)
+
+    # the resumed run's env runners ran on both nodes of its new Ray cluster
+    results = results_of(
+        only_trial(Path(job_env["DDRL_RESULTS_DIR"]) / "pybullet-envs" / f"ppo-{job}")
+    )
+    node_ids = {n["node_id"] for n in json.loads(report.read_text())["nodes"]}
+    placement = results[-1]["placement"]
+    assert set(placement["env_runner_nodes"].split(",")) == node_ids, (placement, node_ids)
+    assert placement["driver_node"] in node_ids
+    assert not list(Path(job_env["DDRL_TOKEN_DIR"]).glob("*.token")), (
+        "the job's token is removed on exit"
+    )
 
 
 def test_search_job_runs_trials_on_every_node_and_summarizes(slurm, job_env, tmp_path):
@@ -314,80 +301,51 @@ def assert_tracked_one_run_per_trial(experiment: Path, trials: list[Path]) -> No
     assert wandb_rates == rates
 
 
-def test_preempted_job_checkpoints_requeues_and_resumes(slurm, job_env, tmp_path):
-    job = slurm.sbatch(
-        str(CTE_POWER / "jobs" / "pybullet-envs/ppo.sh"),
-        *TINY_PPO_SETS,
-        "--set",
-        "stop.iterations=8",
-        "--set",
-        "checkpoint.every=100",
-        cwd=tmp_path,
-        env=job_env,
-    )
-    wait_for_iterations(slurm, job_env, job, 2)
-    slurm.run(
-        ["scancel", "--signal=USR1", "--batch", job]
-    )  # what Slurm sends at --signal=B:USR1@300
-
-    deadline = time.time() + 300
-    while (
-        slurm.state(job).get("Restarts", "0") == "0"
-        or slurm.state(job).get("JobState") == "RUNNING"
-    ):
-        assert time.time() < deadline, job_log(job_env, "ppo-humanoid", job)
-        time.sleep(1)
-    # Slurm starts the requeued job after its requeue delay (AuthInfo=cred_expire, 20 s in the test
-    # cluster; 120 s by default); forcing an earlier start makes slurmd refuse it while the old run's
-    # credential is still revoked.
-    info = slurm.wait(job, timeout=600)
-    out = job_log(job_env, "ppo-humanoid", job)
-    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
-    assert (
-        "warning signal (time limit or preemption): checkpointing" in out
-        and f"requeueing job {job}" in out
-        and "resuming" in out
-    )
-    first_run, second_run = out.split("requeueing job")
-    before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
-    after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
-    assert after[0] == before[-1] + 1 and after[-1] == 8, (before, after)
-
-
-def test_a_job_preempted_by_slurm_checkpoints_on_its_signal_and_resumes_from_there(
+def test_a_job_stopped_by_each_warning_signal_checkpoints_requeues_and_resumes_from_there(
     slurm, job_env, tmp_path
 ):
-    """A real preemption: a job of the 'urgent' partition needs the node a 'debug' job runs on.
-    Slurm sends the debug job its --signal (preempt_send_user_signal) and GraceTime to act, then
-    requeues it. Periodic checkpoints are off (every 100 iterations), so only the signal's
-    checkpoint explains a resume right after the last iteration before the preemption."""
+    """One job, stopped once each way Slurm warns a job before it ends it:
+    1. the time-limit signal: ``scancel --signal=USR1 --batch`` sends what Slurm sends at
+       ``--signal=B:USR1@300``, and the job requeues itself after its checkpoint;
+    2. a real preemption: a job of the 'urgent' partition needs the node the job now runs on, and
+       Slurm sends the job its --signal (preempt_send_user_signal) and GraceTime to act, then
+       requeues it.
+    Periodic checkpoints are off (every 100 iterations), so only the signal's checkpoint explains
+    each resume right after the last iteration before its stop."""
     job = slurm.sbatch(
         str(CTE_POWER / "jobs" / "pybullet-envs/ppo.sh"),
-        *TINY_PPO_SETS, "--set", "stop.iterations=7", "--set", "checkpoint.every=100",
+        *TINY_PPO_SETS, "--set", "stop.iterations=8", "--set", "checkpoint.every=100",
         cwd=tmp_path, env=job_env,
     )  # fmt: skip
     wait_for_iterations(slurm, job_env, job, 2)
+    slurm.run(["scancel", "--signal=USR1", "--batch", job])  # 1. the time limit is near
+    # Slurm starts the requeued job after its requeue delay (AuthInfo=cred_expire, 20 s in the test
+    # cluster; 120 s by default); forcing an earlier start makes slurmd refuse it while the old run's
+    # credential is still revoked.
+    wait_for_iterations(slurm, job_env, job, 2, restart=1)
     node = slurm.state(job)["NodeList"]
     urgent = slurm.run(
         ["sbatch", "--parsable", "--partition=urgent", f"--nodelist={node}", "--cpus-per-task=2",
          "--job-name=urgent", f"--output={tmp_path}/urgent-%j.out", "--wrap=sleep 20"],
         cwd=tmp_path,
-    ).stdout.strip().split(";")[0]  # fmt: skip
-    deadline = time.time() + 300
-    while slurm.state(job).get("Restarts", "0") == "0":
-        assert time.time() < deadline, job_log(job_env, "ppo-humanoid", job) + slurm.logs()
-        time.sleep(1)
+    ).stdout.strip().split(";")[0]  # 2. preempted  # fmt: skip
     info = slurm.wait(job, timeout=600)
     out = job_log(job_env, "ppo-humanoid", job)
     assert slurm.wait(urgent, timeout=120)["JobState"] == "COMPLETED"
-    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
-    assert (
-        "warning signal (time limit or preemption): checkpointing" in out and "resuming" in out
-    ), out
-    first_run, second_run = out.split("resuming", 1)
-    before = [int(line.split()[1]) for line in first_run.splitlines() if line.startswith("iter ")]
-    after = [int(line.split()[1]) for line in second_run.splitlines() if line.startswith("iter ")]
-    assert after[0] == before[-1] + 1 and after[-1] == 7, (before, after)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "2", out + slurm.logs()
+
+    runs = out.split(", restart ")[1:]  # each start's log, after its banner "(job N, restart K)"
+    assert [run[0] for run in runs] == ["0", "1", "2"], out
+    for stopped in runs[:2]:
+        assert "warning signal (time limit or preemption): checkpointing" in stopped, out
+    assert f"requeueing job {job}" in runs[0] and "resuming" in runs[1] and "resuming" in runs[2]
+    iterations = [
+        [int(line.split()[1]) for line in run.splitlines() if line.startswith("iter ")]
+        for run in runs
+    ]
+    for before, after in zip(iterations, iterations[1:]):
+        assert after[0] == before[-1] + 1, iterations
+    assert iterations[-1][-1] == 8, iterations
 
 
 def test_scaling_job_sweeps_env_runners_that_fit_the_allocation(slurm, job_env, tmp_path):
