@@ -8,6 +8,7 @@ import re
 import socket
 import types
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -136,6 +137,13 @@ def test_checkpoint_manager_books(tmp_path):
     compat.set_checkpoint_config(manager, CheckpointConfig(num_to_keep=1, checkpoint_frequency=7))
     assert manager.checkpoint_config.num_to_keep == 1
     assert manager.checkpoint_config.checkpoint_frequency == 7
+
+    # every tracked checkpoint moves, not only the newest num_to_keep (what Tune moves)
+    moved = tmp_path / "moved"
+    compat.relocate_checkpoints(manager, lambda saved: moved / Path(saved).name)
+    tracked = [r.checkpoint.path for r in manager._checkpoint_results]
+    assert tracked == [str(moved / "checkpoint_000000"), str(moved / "checkpoint_000001")]
+    assert compat.latest_checkpoint(manager).checkpoint.path == str(moved / "checkpoint_000001")
 
 
 def test_local_learner_of_a_learner_group_in_this_process():

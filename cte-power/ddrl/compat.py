@@ -163,6 +163,22 @@ def set_checkpoint_config(manager, config) -> None:
         manager._checkpoint_config = config
 
 
+def relocate_checkpoints(manager, where) -> None:
+    """Point every checkpoint a restored trial's manager tracks at ``where(saved_path)``.
+
+    Tune moves the paths of a moved experiment's checkpoints itself, but only the newest
+    ``num_to_keep`` of them (``Trial.set_storage`` goes through ``best_checkpoint_results``):
+    after a resume that keeps fewer, it deleted the older ones by their old paths, in the folder
+    the experiment was copied from (Ray 2.60)."""
+    with _private("ray", "_CheckpointManager._checkpoint_results"):
+        from ray.train import Checkpoint
+
+        tracked = [*manager._checkpoint_results, manager._latest_checkpoint_result]
+        for result in {id(r): r for r in tracked if r is not None}.values():
+            saved = result.checkpoint
+            result.checkpoint = Checkpoint(path=str(where(saved.path)), filesystem=saved.filesystem)
+
+
 def latest_checkpoint(manager):
     """The latest registered checkpoint result of a trial's checkpoint manager, or None."""
     with _private("ray", "_CheckpointManager._latest_checkpoint_result"):

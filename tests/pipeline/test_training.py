@@ -27,6 +27,29 @@ from ddrl.pipeline import checkpoints, results, training
 
 pytestmark = pytest.mark.slow
 
+#: the tests that resume a finished run each resume a copy of one (``finished_ppo_run``)
+FINISHED = [*TINY_PPO, "--name", "finished", "--set", "checkpoint.every=1"]
+ON_THE_FINISHED_RUN = pytest.mark.xdist_group("finished-ppo-run")
+
+
+@pytest.fixture(scope="module")
+def finished_ppo_run(tmp_path_factory) -> Path:
+    """A tiny PPO run finished at its stop of 3 iterations, with a checkpoint after each; trained
+    once for the tests that resume it (each resumes its own copy, in a folder of its own)."""
+    results_dir = tmp_path_factory.mktemp("finished")
+    proc = run_script(
+        TRAIN_BULLET, *FINISHED, "--results-dir", results_dir, "--set", "stop.iterations=3",
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return results_dir / "finished"
+
+
+def copy_of(finished_ppo_run: Path, results_dir: Path) -> Path:
+    """A copy of the finished run in ``results_dir``; its trial's folder."""
+    shutil.copytree(finished_ppo_run, results_dir / finished_ppo_run.name)
+    return only_trial(results_dir / finished_ppo_run.name)
+
 
 @pytest.mark.parametrize(
     "algorithm,args", [("PPO", TINY_PPO), ("SAC", TINY_SAC), ("TD3", TINY_TD3)]
@@ -84,11 +107,12 @@ def test_train_script_trains_and_checkpoints(algorithm, args, tmp_path):
     assert "last checkpoint" in proc.stdout and "checkpoint_000001" in proc.stdout
 
 
-def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_changes(tmp_path):
-    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "x", "--set", "checkpoint.every=1"]
-    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=1", timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    trial = only_trial(tmp_path / "x")
+@ON_THE_FINISHED_RUN
+def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_changes(
+    finished_ppo_run, tmp_path
+):
+    run = [*FINISHED, "--results-dir", tmp_path]
+    trial = copy_of(finished_ppo_run, tmp_path)
 
     extend = [
         "--set",
@@ -100,15 +124,19 @@ def test_finished_run_extends_with_new_stop_and_checkpoints_and_refuses_other_ch
     ]
     proc = run_script(TRAIN_BULLET, *run, *extend, "--resume", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "new stop criterion" in proc.stdout and "'iterations': 1} -> {" in proc.stdout
+    assert "new stop criterion" in proc.stdout and "'iterations': 3} -> {" in proc.stdout
     assert "new checkpoint settings" in proc.stdout
     iterations = [r["training_iteration"] for r in results_of(trial)]
     assert iterations == [1, 2, 3, 4, 5], "the same trial went on from its checkpoint"
-    assert only_trial(tmp_path / "x") == trial
-    # every 2 iterations now, and only the newest kept: the end's (checkpoint_00000k is the k-th)
-    assert [p.name for p in trial.glob("checkpoint_*")] == ["checkpoint_000003"], list(
+    assert only_trial(tmp_path / "finished") == trial
+    # every 2 iterations now (at 4), and only the newest kept: the end's, the 5th checkpoint
+    assert [p.name for p in trial.glob("checkpoint_*")] == ["checkpoint_000004"], list(
         trial.glob("checkpoint_*")
     )
+    # and the run this one was copied from lost none of its own (Tune deleted them by their
+    # saved paths, which name the original's folder)
+    original = only_trial(finished_ppo_run)
+    assert len(list(original.glob("checkpoint_*"))) == 3, list(original.glob("checkpoint_*"))
 
     changed = ["--set", "training.lr=0.01", "--resume"]
     proc = run_script(TRAIN_BULLET, *run, *extend, *changed, timeout=300)
@@ -326,19 +354,18 @@ def _session_of(process) -> int | None:
         return None
 
 
-def test_resume_sets_aside_a_newest_checkpoint_cut_short(tmp_path):
+@ON_THE_FINISHED_RUN
+def test_resume_sets_aside_a_newest_checkpoint_cut_short(finished_ppo_run, tmp_path):
     """A save failed on the newest checkpoint: --resume continues from the one before and says
     so; what was lost is the iterations after that one. Tune, when a save fails while its driver
     lives (a full disk), also saves a STOP for the trial pending on that save: the resume drops
     it, or the trial would stop at its first new checkpoint (iterations [1, 2, 3, 3])."""
-    run = [*TINY_PPO, "--results-dir", tmp_path, "--name", "cut", "--set", "checkpoint.every=1"]
-    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    trial = only_trial(tmp_path / "cut")
+    run = [*FINISHED, "--results-dir", tmp_path]
+    trial = copy_of(finished_ppo_run, tmp_path)
     newest = trial / "checkpoint_000002"
     state = newest / "learner_group" / "learner" / "state.pkl"
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
-    (tune_state,) = (tmp_path / "cut").glob("experiment_state-*.json")
+    (tune_state,) = trial.parent.glob("experiment_state-*.json")
     saved = json.loads(tune_state.read_text())
     trial_id = json.loads(saved["trial_data"][0][0])["trial_id"]
     saved["runner_data"]["_cached_trial_decisions"] = {trial_id: "STOP"}  # as Tune writes it
@@ -551,24 +578,17 @@ def test_track_wandb_writes_an_offline_run_with_stable_names(tmp_path):
     assert {"iteration_s", "time_s", "sampling_s", "learning_s"} <= set(history[-1])
 
 
-def test_a_resume_continues_a_trial_whose_state_was_saved_ahead_of_its_results(tmp_path):
+@ON_THE_FINISHED_RUN
+def test_a_resume_continues_a_trial_whose_state_was_saved_ahead_of_its_results(
+    finished_ppo_run, tmp_path
+):
     """Tune's experiment state and a trial's result log are written apart; under load the state
     can say more than the log (here: made so on purpose, the state claiming iteration 4 of a
     trial that logged 3). The resume trusts the trial's own log: it continues the trial to the
     new stop instead of skipping it and ending with success."""
-    run = [
-        *TINY_PPO,
-        "--results-dir",
-        tmp_path,
-        "--name",
-        "ahead",
-        "--set",
-        "checkpoint.at_end=true",
-    ]
-    proc = run_script(TRAIN_BULLET, *run, "--set", "stop.iterations=3", timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    trial = only_trial(tmp_path / "ahead")
-    (tune_state,) = (tmp_path / "ahead").glob("experiment_state-*.json")
+    run = [*FINISHED, "--results-dir", tmp_path]
+    trial = copy_of(finished_ppo_run, tmp_path)
+    (tune_state,) = trial.parent.glob("experiment_state-*.json")
     saved = json.loads(tune_state.read_text())
     runtime = json.loads(saved["trial_data"][0][1])
     runtime["last_result"]["training_iteration"] = 4

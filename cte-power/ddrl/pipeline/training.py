@@ -175,6 +175,9 @@ def update_trial_states(
                 trial["status"] = "PAUSED"
                 reopened += 1
         if manager is not None:
+            # in this folder, wherever the experiment ran: a copy must never delete the
+            # original's checkpoints when it keeps fewer
+            compat.relocate_checkpoints(manager, lambda saved: checkpoints.here(path, saved))
             compat.set_checkpoint_config(
                 manager,
                 CheckpointConfig(
