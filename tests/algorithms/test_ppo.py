@@ -218,6 +218,10 @@ def test_lean_update_steps_as_rllibs_update(settings):
         .training(**{"entropy_coeff": 0.01, "kl_coeff": 0.3, "vf_clip_param": 10.0, **settings})
         .rl_module(model_config=model)
         .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        # the same episodes whatever ran before in this process: with ratios clipped, a ratio
+        # within rounding of the clip edge falls on either side (in CI: 1 weight of 768 off by
+        # 4e-5, on episodes drawn from the RNG state earlier tests left)
+        .debugging(seed=0)
     )
     episodes = sampled_episodes(config, 300)  # Pendulum's 200-step episodes: 2 chunks
     torch.manual_seed(0)
