@@ -47,16 +47,19 @@ def job_env(tmp_path):
 
 
 def wait_for_iterations(
-    slurm, job_env: dict, job: str, count: int, name: str = "ppo-humanoid", restart: int = 0
-):
+    slurm, job_env: dict, job: str, count: int, name: str = "ppo-humanoid", restart: int = 0,
+    timeout: float = 240,
+):  # fmt: skip
     """Until the job's log shows ``count`` iterations of its ``restart``-th start (the job must
     stay pending or running): each start's log begins "ddrl: ... (job N, restart K)"."""
-    deadline = time.time() + 240
+    deadline = time.time() + timeout
     banner = f", restart {restart})"
     while job_log(job_env, name, job).partition(banner)[2].count("\niter ") < count:
         # between two starts the job is requeued (REQUEUED, PENDING), never ended
         ended = slurm.state(job).get("JobState") in SlurmCluster.ENDED
-        assert time.time() < deadline and not ended, job_log(job_env, name, job)
+        assert time.time() < deadline and not ended, job_log(job_env, name, job) + job_log(
+            job_env, name, job, "err"
+        )
         time.sleep(0.5)
 
 
@@ -206,13 +209,7 @@ def test_two_node_ppo_job_keeps_others_out_and_resumes_on_a_whole_allocation_aft
     for name in ("wrong token", "no token"):
         assert "CONNECTED" not in outcome[name] and probes[name].returncode != 0, name
 
-    deadline = time.time() + 300
-    while job_log(job_env, "ppo-2nodes", job).count("\niter ") < 3:
-        assert time.time() < deadline and slurm.state(job).get("JobState") in (
-            "PENDING",
-            "RUNNING",
-        ), logs()
-        time.sleep(0.5)
+    wait_for_iterations(slurm, job_env, job, 3, name="ppo-2nodes", timeout=300)
     slurm.run(["scancel", "--signal=KILL", ray_step_on(slurm, job, "node2")])  # a worker node dies
 
     info = slurm.wait(job, timeout=900)

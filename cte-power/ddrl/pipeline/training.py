@@ -156,6 +156,7 @@ def update_trial_states(
     thresholds = thresholds_of(stop)
     reopened = 0
     kept = []
+    folder = path.absolute()  # the trial's actor restores from it, in a working dir of its own
 
     def carry(trial, runtime, manager) -> bool:
         nonlocal reopened
@@ -176,10 +177,8 @@ def update_trial_states(
                 reopened += 1
         if manager is not None:
             # in this folder, wherever the experiment ran: a copy must never delete the
-            # original's checkpoints when it keeps fewer (absolute: the trial's actor restores
-            # from it, in a working directory of its own)
-            here = path.absolute()
-            compat.relocate_checkpoints(manager, lambda saved: checkpoints.here(here, saved))
+            # original's checkpoints when it keeps fewer
+            compat.relocate_checkpoints(manager, lambda saved: checkpoints.here(folder, saved))
             compat.set_checkpoint_config(
                 manager,
                 CheckpointConfig(
