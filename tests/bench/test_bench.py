@@ -79,6 +79,12 @@ def test_throughput_benchmark_writes_every_measure(tmp_path):
         updates.filter(like="Stable-Baselines3, against the FLOP limit", axis=0)["ratio"].iloc[0]
         > 0
     )
+    # SBX's update also as it trains, one update per train call, and ours against that
+    per_call = updates.loc[
+        "SAC update, SBX one update per train call (as it trains), against the FLOP limit"
+    ]
+    assert per_call["value"] > 0 and per_call["ratio"] > 0
+    assert updates.loc["SAC update, ours, against SBX one update per train call", "ratio"] > 0
     memory = table[table["unit"] == "MiB"].iloc[0]
     assert 100 < memory["value"] < 8192
     assert "targets met:" in proc.stdout

@@ -64,8 +64,9 @@ class Worker:
         answer = self._ask({"learn": steps})
         return answer["steps"], answer["seconds"]
 
-    def updates(self, count: int) -> tuple[int, float]:
-        answer = self._ask({"updates": count})
+    def updates(self, count: int, per_call: int | None = None) -> tuple[int, float]:
+        """``count`` updates alone, all in one ``train`` call, or in calls of ``per_call``."""
+        answer = self._ask({"updates": count, **({"per_call": per_call} if per_call else {})})
         return answer["steps"], answer["seconds"]
 
     def close(self) -> None:

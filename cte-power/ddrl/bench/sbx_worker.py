@@ -8,7 +8,8 @@ answer per line on stdout.
 
   {"build": {"algorithm": "SAC", "toolkit": "pybullet-envs", "env": "...", "hp": {...}, "seed": 0}}
   {"learn": 1000}     -> {"steps": 1000, "seconds": 7.9}   env steps of ``learn``
-  {"updates": 64}     -> {"steps": 64, "seconds": 0.4}     gradient updates alone
+  {"updates": 64}     -> {"steps": 64, "seconds": 0.4}     gradient updates alone, in one call
+  {"updates": 64, "per_call": 1}                            the same, one ``train`` call per update
 
 ``hp`` holds SB3's hyperparameters by their neutral names (``ddrl.bench.sb3.hyperparameters``).
 Imports nothing of ddrl beyond the env toolkits (Gymnasium only): run it with the SBX venv's
@@ -47,18 +48,23 @@ def learn(model, steps: int) -> dict:
     return {"steps": model.num_timesteps - before, "seconds": time.perf_counter() - start}
 
 
-def updates(model, count: int, compiled: set) -> dict:
-    """``count`` gradient updates alone, waited for (JAX dispatches asynchronously). SBX compiles
-    its update loop for each number of updates: a new ``count`` is run once untimed first."""
+def updates(model, count: int, compiled: set, per_call: int | None = None) -> dict:
+    """``count`` gradient updates alone, waited for (JAX dispatches asynchronously), in calls of
+    ``per_call`` updates (default: all in one). One ``train`` call draws its updates' minibatches
+    in one go and runs them as one compiled loop; as SBX trains (one update per env step) each
+    call runs one. SBX compiles its loop for each number of updates per call: a new number is
+    run once untimed first."""
     import jax
 
-    if count not in compiled:
-        model.train(gradient_steps=count, batch_size=model.batch_size)
-        compiled.add(count)
+    per_call = per_call or count
+    if per_call not in compiled:
+        model.train(gradient_steps=per_call, batch_size=model.batch_size)
+        compiled.add(per_call)
     start = time.perf_counter()
-    model.train(gradient_steps=count, batch_size=model.batch_size)
+    for _ in range(count // per_call):
+        model.train(gradient_steps=per_call, batch_size=model.batch_size)
     jax.block_until_ready(model.policy.qf_state.params)
-    return {"steps": count, "seconds": time.perf_counter() - start}
+    return {"steps": count // per_call * per_call, "seconds": time.perf_counter() - start}
 
 
 def serve(commands, answers) -> None:
@@ -71,7 +77,7 @@ def serve(commands, answers) -> None:
         elif "learn" in command:
             answer = learn(model, int(command["learn"]))
         elif "updates" in command:
-            answer = updates(model, int(command["updates"]), compiled)
+            answer = updates(model, int(command["updates"]), compiled, command.get("per_call"))
         else:
             answer = {"error": f"unknown command {sorted(command)}"}
         answers.write(json.dumps(answer) + "\n")

@@ -8,6 +8,8 @@ Measures, in one run, each figure alternating with what it is judged against, ro
   hyperparameters and replay ratio, the three in alternating rounds;
 - SAC/TD3, the gradient update alone: ours, SB3's and SBX's against the FLOP limit, the matmul
   FLOPs of one update at this machine's measured matmul rate on the learner's threads (target 70%);
+  SBX's both in one ``train`` call per round (one compiled loop) and in one call per update, as
+  SBX trains (one update per env step) and as its end-to-end rounds run;
 - the peak memory of the largest process.
 Each ratio is the median of the per-round ratios (see ddrl.bench.throughput).
 
@@ -43,6 +45,7 @@ NO_EVALUATION = ["evaluation.evaluation_interval=null"]
 TARGETS = {"sampling 1": 0.8, "sampling many": 0.95, "PPO": 1.3, "SAC": 1.3, "TD3": 1.3}
 SBX_TARGET = 1.0  # ours / SBX, end to end
 PEERS = {"sb3": "Stable-Baselines3", "sbx": "SBX"}
+SBX_PER_CALL = "sbx, one update per call"  # the update measure's SBX as it trains
 UPDATE_TARGET = 0.7  # the off-policy update against the FLOP limit
 MEMORY_LIMIT_MIB = 2048
 
@@ -118,6 +121,8 @@ def measure_updates(algorithm, experiment, env_id, ours, peers, args, record) ->
     workloads = {"limit": limit, "ours": lambda: ours.updates(args.updates)}
     for peer, run in peers.items():
         workloads[peer] = functools.partial(run.updates, args.updates)
+    if "sbx" in peers:  # SBX's one call runs many updates as one program; it trains one per call
+        workloads[SBX_PER_CALL] = functools.partial(peers["sbx"].updates_one_per_call, args.updates)
     rounds = throughput.interleave(workloads, args.rounds)
     unit = "updates/s"
     print(
@@ -147,6 +152,15 @@ def measure_updates(algorithm, experiment, env_id, ours, peers, args, record) ->
     for peer in peers:
         short = "SB3" if peer == "sb3" else "SBX"
         record(f"{algorithm} update, ours, against {short}", rounds, "ours", peer, unit=unit)
+    if "sbx" in peers:
+        record(
+            f"{algorithm} update, SBX one update per train call (as it trains), against the FLOP limit",
+            rounds, SBX_PER_CALL, "limit", unit=unit,
+        )  # fmt: skip
+        record(
+            f"{algorithm} update, ours, against SBX one update per train call",
+            rounds, "ours", SBX_PER_CALL, unit=unit,
+        )  # fmt: skip
 
 
 @options.report_errors
