@@ -268,7 +268,7 @@ def sb3_training(experiment: Experiment, round_steps: int, progress=print) -> Wo
 def sbx_training(experiment: Experiment, round_steps: int, cpus: int, progress=print) -> Workload:
     """SBX (SB3 in JAX, its own process pinned to ``cpus`` CPUs) on ``experiment`` with SB3's
     settings: one round is ``round_steps`` env steps of ``learn`` (``.updates``: updates alone, in
-    one ``train`` call; ``.updates_one_per_call``: one call per update, as SBX trains).
+    one ``train`` call, or with ``per_call=1`` one call per update, as SBX trains).
     The warm-up also compiles its update (at the first learning step or the first rollout's end)."""
     from ddrl.bench.sbx import Worker
 
@@ -284,8 +284,6 @@ def sbx_training(experiment: Experiment, round_steps: int, cpus: int, progress=p
         return steps, seconds
 
     run.updates = worker.updates
-    # as SBX trains (one update per env step): one update per ``train`` call, each its own draw
-    run.updates_one_per_call = functools.partial(worker.updates, per_call=1)
     run.threads = cpus
     run.close = worker.close
     return run

@@ -122,7 +122,7 @@ def measure_updates(algorithm, experiment, env_id, ours, peers, args, record) ->
     for peer, run in peers.items():
         workloads[peer] = functools.partial(run.updates, args.updates)
     if "sbx" in peers:  # SBX's one call runs many updates as one program; it trains one per call
-        workloads[SBX_PER_CALL] = functools.partial(peers["sbx"].updates_one_per_call, args.updates)
+        workloads[SBX_PER_CALL] = functools.partial(peers["sbx"].updates, args.updates, per_call=1)
     rounds = throughput.interleave(workloads, args.rounds)
     unit = "updates/s"
     print(
